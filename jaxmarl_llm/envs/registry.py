@@ -1,0 +1,50 @@
+"""`make("mpe/simple_spread", **kwargs)`: build an environment by name.
+
+Entries are "module:Class" strings imported on first use, so importing the
+registry stays cheap and optional dependencies are only needed by the envs
+that use them. Register new envs with `register(name, "pkg.module:Class")`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+from jaxmarl_llm.envs.core import Env
+
+_REGISTRY: dict[str, str] = {
+    "mpe/simple_spread": "jaxmarl_llm.envs.mpe.simple_spread:SimpleSpread",
+    "mpe/simple_tag": "jaxmarl_llm.envs.mpe.simple_tag:SimpleTag",
+    "mpe/simple_reference": "jaxmarl_llm.envs.mpe.simple_reference:SimpleReference",
+    "mpe/simple_speaker_listener": "jaxmarl_llm.envs.mpe.simple_speaker_listener:SimpleSpeakerListener",
+}
+
+
+def register(name: str, target: str) -> None:
+    """Add an env: `target` is "module.path:ClassName"."""
+    if name in _REGISTRY and _REGISTRY[name] != target:
+        raise ValueError(f"environment {name!r} is already registered as {_REGISTRY[name]!r}")
+    _REGISTRY[name] = target
+
+
+def registered() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def _resolve(name: str) -> type:
+    module_name, _, attr = _REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def make(name: str, **kwargs) -> Env:
+    """Build env `name`; unknown names and keywords fail with the valid choices listed."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown environment {name!r}; registered environments: {', '.join(registered())}")
+    cls = _resolve(name)
+    signature = inspect.signature(cls.__init__)
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+    valid = [p for p in signature.parameters if p != "self" and signature.parameters[p].kind is not inspect.Parameter.VAR_KEYWORD]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown and not accepts_any:
+        raise TypeError(f"{name}: unknown keyword(s) {', '.join(map(repr, unknown))}; valid keywords: {', '.join(valid) or '(none)'}")
+    return cls(**kwargs)

@@ -1,0 +1,146 @@
+"""Tokenizers shared by text environments and LM policies.
+
+Environments take a tokenizer object (never a model), turn every fixed string
+into ids once when they are built, and keep text in fixed-capacity buffers.
+Anything with this small interface works:
+
+    tok.encode(text) -> list[int]      tok.decode(ids) -> str
+    tok.vocab_size, tok.pad_id, tok.eos_id, tok.bos_id (may be None)
+
+`CharTokenizer` and `WordTokenizer` are built-in, for models trained from
+scratch on our games; `HFTokenizer` wraps any Hugging Face tokenizer in a
+local folder (no network).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Iterable, Protocol, Sequence
+
+
+class Tokenizer(Protocol):
+    vocab_size: int
+    pad_id: int
+    eos_id: int
+    bos_id: int | None
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Iterable[int]) -> str: ...
+
+
+_SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>")
+
+
+class _VocabTokenizer:
+    """Shared machinery: a fixed list of pieces, specials first."""
+
+    def __init__(self, pieces: Sequence[str]):
+        seen: dict[str, int] = {}
+        for piece in (*_SPECIALS, *pieces):
+            seen.setdefault(piece, len(seen))
+        self.pieces = list(seen)
+        self.index = seen
+        self.pad_id, self.eos_id, self.bos_id, self.unk_id = (seen[s] for s in _SPECIALS)
+        self.vocab_size = len(self.pieces)
+
+    def _lookup(self, piece: str) -> int:
+        return self.index.get(piece, self.unk_id)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        specials = {self.pad_id, self.bos_id}
+        out = []
+        for i in ids:
+            i = int(i)
+            if i == self.eos_id:
+                break
+            if i in specials or not 0 <= i < self.vocab_size:
+                continue
+            out.append(self.pieces[i])
+        return self._join(out)
+
+    def _join(self, pieces: list[str]) -> str:
+        return "".join(pieces)
+
+
+class CharTokenizer(_VocabTokenizer):
+    """One id per printable ASCII character (plus newline): tiny and covers any game text."""
+
+    def __init__(self, alphabet: str | None = None):
+        alphabet = alphabet if alphabet is not None else "".join(chr(c) for c in range(32, 127)) + "\n"
+        super().__init__(list(alphabet))
+
+    def encode(self, text: str) -> list[int]:
+        return [self._lookup(c) for c in text]
+
+
+_WORD_RE = re.compile(r"\s+|\w+|[^\w\s]")
+
+
+class WordTokenizer(_VocabTokenizer):
+    """Whole words, punctuation and whitespace runs as pieces; unknown words fall back to characters.
+
+    Build it from the texts a game uses (`WordTokenizer.from_texts`), so prompts
+    are short and a from-scratch model has few ids to learn.
+    """
+
+    def __init__(self, words: Sequence[str]):
+        chars = [chr(c) for c in range(32, 127)] + ["\n"]
+        super().__init__([*chars, *words])
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> "WordTokenizer":
+        words: dict[str, None] = {}
+        for text in texts:
+            for piece in _WORD_RE.findall(text):
+                words.setdefault(piece, None)
+        return cls(list(words))
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        for piece in _WORD_RE.findall(text):
+            if piece in self.index:
+                ids.append(self.index[piece])
+            else:
+                ids.extend(self._lookup(c) for c in piece)
+        return ids
+
+
+class HFTokenizer:
+    """A Hugging Face tokenizer loaded from a local folder, with our small interface."""
+
+    REQUIRED_ANY = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+    def __init__(self, path: str):
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"tokenizer folder {path!r} does not exist; pass a local Hugging Face folder")
+        present = set(os.listdir(path))
+        if not present.intersection(self.REQUIRED_ANY):
+            raise FileNotFoundError(
+                f"tokenizer folder {path!r} has none of {', '.join(self.REQUIRED_ANY)}; "
+                "save one with `tokenizer.save_pretrained(path)`"
+            )
+        from transformers import AutoTokenizer
+
+        self.hf = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        self.vocab_size = len(self.hf)
+        self.eos_id = self.hf.eos_token_id if self.hf.eos_token_id is not None else 0
+        self.pad_id = self.hf.pad_token_id if self.hf.pad_token_id is not None else self.eos_id
+        self.bos_id = self.hf.bos_token_id
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.hf.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        ids = [int(i) for i in ids]
+        if self.eos_id in ids:
+            ids = ids[: ids.index(self.eos_id)]
+        return self.hf.decode(ids, skip_special_tokens=True)
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        """Ids of a chat in the tokenizer's own template (falls back to plain 'role: content' lines)."""
+        if getattr(self.hf, "chat_template", None):
+            return list(self.hf.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=True))
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
+        return self.encode(text + ("assistant: " if add_generation_prompt else ""))
