@@ -1,0 +1,105 @@
+"""Config schema and start-up validation for the MLP PPO trainer.
+
+`configs/*.py` start from `mlp_ppo_defaults()` and change what they need. Every
+check here runs before anything compiles, and every message names the key and
+says what to do, so a typo on the command line costs seconds, not a run.
+"""
+
+from __future__ import annotations
+
+import jax
+import ml_collections
+
+from jaxmarl_llm.envs import registry
+
+
+def mlp_ppo_defaults() -> ml_collections.ConfigDict:
+    """JaxMARL's IPPO-FF hyper-parameters for MPE, plus our run settings."""
+    c = ml_collections.ConfigDict()
+    c.trainer = "mlp_ppo"
+    c.env_name = "mpe/simple_spread"
+    c.env_kwargs = ml_collections.ConfigDict({"num_agents": 3, "local_ratio": 0.5, "max_cycles": 25})
+    c.algo = "ippo"  # "ippo": a critic on each agent's observation; "mappo": one critic on the world state
+    c.share_params = True  # one net for all agents, or per-agent nets stacked on the agent axis
+    c.seed = 0
+    c.num_envs = 16
+    c.num_steps = 128
+    c.total_timesteps = 2_000_000
+    c.update_epochs = 4
+    c.num_minibatches = 4
+    c.lr = 2.5e-4
+    c.anneal_lr = True
+    c.clip_eps = 0.2
+    c.ent_coef = 0.01
+    c.vf_coef = 0.5
+    c.gamma = 0.99
+    c.gae_lambda = 0.95
+    c.max_grad_norm = 0.5
+    c.network = ml_collections.ConfigDict({"hidden": (64, 64), "activation": "tanh"})
+    c.mesh = ml_collections.ConfigDict({"num_devices": 0})  # 0: every visible device
+    c.run = ml_collections.ConfigDict(
+        {
+            "out_dir": "runs/spread",
+            "updates_per_chunk": 10,  # updates compiled into one call; logging happens between calls
+            "checkpoint_every": 5,  # chunks between checkpoints (and always at the end)
+            "keep_checkpoints": 2,
+            "tensorboard": True,
+            "plot": True,
+            "progress": True,
+        }
+    )
+    c.resume = ""  # "" (start fresh), "True" (continue run.out_dir), or a run directory to continue
+    return c
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names the key."""
+
+
+def _require(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"config.{key}: {message}")
+
+
+def check_keys(config: ml_collections.ConfigDict, schema: ml_collections.ConfigDict, prefix: str = "") -> None:
+    """Every key of `config` must exist in `schema` (env_kwargs are checked by the env itself)."""
+    for key in config.keys():
+        path = f"{prefix}{key}"
+        _require(key in schema, path, f"unknown key; valid keys here: {', '.join(sorted(schema.keys()))}")
+        if isinstance(schema[key], ml_collections.ConfigDict) and key != "env_kwargs":
+            _require(isinstance(config[key], ml_collections.ConfigDict), path, "must be a group of keys")
+            check_keys(config[key], schema[key], prefix=f"{path}.")
+
+
+def validate_mlp_ppo(config: ml_collections.ConfigDict) -> None:
+    """Raise ConfigError naming the first key that cannot work."""
+    check_keys(config, mlp_ppo_defaults())
+    _require(config.env_name in registry.registered(), "env_name", f"unknown env; choose one of {registry.registered()}")
+    _require(config.algo in ("ippo", "mappo"), "algo", f"must be 'ippo' or 'mappo', got {config.algo!r}")
+    for key in ("num_envs", "num_steps", "update_epochs", "num_minibatches"):
+        _require(isinstance(config[key], int) and config[key] > 0, key, f"must be a positive integer, got {config[key]!r}")
+    _require(
+        config.num_steps % config.num_minibatches == 0,
+        "num_minibatches",
+        f"must divide num_steps ({config.num_steps}): each minibatch takes num_steps/num_minibatches steps of every env",
+    )
+    _require(
+        config.total_timesteps >= config.num_envs * config.num_steps,
+        "total_timesteps",
+        f"{config.total_timesteps} is less than one update (num_envs * num_steps = {config.num_envs * config.num_steps})",
+    )
+    for key in ("lr", "clip_eps", "max_grad_norm"):
+        _require(float(config[key]) > 0, key, f"must be > 0, got {config[key]}")
+    for key in ("gamma", "gae_lambda"):
+        _require(0.0 <= float(config[key]) <= 1.0, key, f"must be in [0, 1], got {config[key]}")
+    _require(len(config.network.hidden) > 0, "network.hidden", "needs at least one hidden layer size")
+    _require(config.network.activation in ("tanh", "relu", "gelu"), "network.activation", "must be tanh, relu or gelu")
+    _require(config.run.updates_per_chunk > 0, "run.updates_per_chunk", "must be a positive integer")
+
+    n_dev = config.mesh.num_devices or len(jax.devices())
+    _require(n_dev <= len(jax.devices()), "mesh.num_devices", f"{n_dev} requested, {len(jax.devices())} visible")
+    _require(
+        config.num_envs % n_dev == 0,
+        "num_envs",
+        f"{config.num_envs} envs do not split evenly over {n_dev} devices; use a multiple of {n_dev} or set mesh.num_devices",
+    )

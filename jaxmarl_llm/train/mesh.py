@@ -1,0 +1,43 @@
+"""The device mesh and the one helper that runs a function data-parallel over it.
+
+Everything runs through `shard_map`, also on one device (a mesh of size 1), so
+the single-device and the pod code paths are the same program. Arrays with an
+env axis are split over the mesh axis `data`; parameters, optimizer state and
+keys are replicated.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+DATA = "data"
+
+
+def make_mesh(num_devices: int = 0) -> Mesh:
+    """A 1-D mesh over the first `num_devices` devices (0: all), axis `data`, Auto axis type."""
+    devices = jax.devices()
+    n = len(devices) if num_devices in (0, None) else num_devices
+    if n > len(devices):
+        raise ValueError(f"mesh.num_devices={n} but only {len(devices)} devices are visible ({devices[0].platform})")
+    return Mesh(np.asarray(devices[:n]), (DATA,), axis_types=(jax.sharding.AxisType.Auto,))
+
+
+def shard_over_data(fn: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
+    """`shard_map` with classic collective semantics (we psum grads ourselves)."""
+    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+
+
+def put(tree: Any, mesh: Mesh, specs: Any) -> Any:
+    """Place a pytree on the mesh: `specs` is a PartitionSpec pytree prefix of `tree`."""
+    shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=lambda x: isinstance(x, P))
+    return jax.device_put(tree, shardings)
+
+
+def global_index(num_local: int, axis_name: str | None) -> jax.Array:
+    """int[num_local]: the global index of each local row, so per-row randomness ignores the split."""
+    offset = 0 if axis_name is None else jax.lax.axis_index(axis_name) * num_local
+    return offset + jax.numpy.arange(num_local)

@@ -1,0 +1,91 @@
+"""Where metrics go between compiled chunks: CSV, TensorBoard and a learning-curve PNG.
+
+The CSV is the source of truth: a resumed run truncates it to the checkpointed
+update and appends, so a killed-and-resumed run leaves the same file as an
+uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from typing import Iterable, Mapping
+
+
+class MetricsLog:
+    """Append-only rows of {name: float}, mirrored to TensorBoard when asked."""
+
+    def __init__(self, out_dir: str, tensorboard: bool = True, resume_from_update: int | None = None):
+        os.makedirs(out_dir, exist_ok=True)
+        self.path = os.path.join(out_dir, "metrics.csv")
+        self.fields: list[str] | None = None
+        if resume_from_update is not None and os.path.exists(self.path):
+            self._truncate(resume_from_update)
+        elif os.path.exists(self.path):
+            os.remove(self.path)
+        self.tb = None
+        if tensorboard:
+            from tensorboardX import SummaryWriter
+
+            self.tb = SummaryWriter(os.path.join(out_dir, "tb"), purge_step=resume_from_update)
+
+    def _truncate(self, last_update: int) -> None:
+        rows = read_csv(self.path)
+        kept = [r for r in rows if int(float(r["update"])) <= last_update]
+        if kept:
+            self.fields = list(kept[0].keys())
+        with open(self.path, "w", newline="") as f:
+            if kept:
+                writer = csv.DictWriter(f, fieldnames=self.fields)
+                writer.writeheader()
+                writer.writerows(kept)
+
+    def write(self, rows: Iterable[Mapping[str, float]]) -> None:
+        rows = list(rows)
+        if not rows:
+            return
+        new_file = self.fields is None or not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+        if self.fields is None:
+            self.fields = list(rows[0].keys())
+        with open(self.path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore")
+            if new_file:
+                writer.writeheader()
+            writer.writerows(rows)
+        if self.tb is not None:
+            for row in rows:
+                step = int(row["env_steps"])
+                for name, value in row.items():
+                    if name not in ("update", "env_steps"):
+                        self.tb.add_scalar(name, float(value), step)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+
+
+def read_csv(path: str) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def plot_curves(curves: Mapping[str, tuple[list[float], list[float]]], path: str, ylabel: str, title: str = "") -> str:
+    """One PNG with a line per (x, y) curve; returns its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, (x, y) in curves.items():
+        ax.plot(x, y, label=label, linewidth=1.2)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if len(curves) > 1:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

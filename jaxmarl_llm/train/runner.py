@@ -1,0 +1,109 @@
+"""The Python loop around compiled chunks of updates: progress bar, logs, checkpoints, resume.
+
+All learning happens inside `chunk(state, hparams)` (one XLA program of
+`run.updates_per_chunk` updates). This loop only moves metrics to the host,
+writes them, draws the bar and saves the runner state between chunks. Any
+trainer with the small interface below can use it:
+
+    trainer.init(key, hp) -> state          trainer.hparams
+    trainer.state_specs                     trainer.num_updates
+    chunk_fn(trainer, mesh, K) -> jit fn(state, hp) -> (state, {name: [K]})
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from jaxmarl_llm.train import mesh as mesh_lib
+from jaxmarl_llm.train.checkpoints import Checkpoints
+from jaxmarl_llm.train.metrics_log import MetricsLog, plot_curves, read_csv
+
+
+def resume_dir(config) -> str | None:
+    """The run directory to continue, from `config.resume` ("" = fresh, "True" = run.out_dir, else a path)."""
+    value = str(config.resume).strip()
+    if value in ("", "False", "false", "0", "None"):
+        return None
+    return config.run.out_dir if value in ("True", "true", "1") else value
+
+
+def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, headline: str = "team_return") -> dict[str, Any]:
+    """Train to `trainer.num_updates`, resuming when asked; returns the final state and last metrics."""
+    mesh = mesh_lib.make_mesh(config.mesh.num_devices)
+    out_dir = resume_dir(config) or config.run.out_dir
+    hp = trainer.hparams
+    state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(config.seed), hp), mesh, trainer.state_specs)
+
+    ckpt = Checkpoints(os.path.join(out_dir, "checkpoints"), keep=config.run.keep_checkpoints)
+    start = 0
+    if resume_dir(config) is not None:
+        start = ckpt.latest_step() or 0
+        if start:
+            state = ckpt.restore(state, start)
+            print(f"resumed {out_dir} at update {start}/{trainer.num_updates}")
+        else:
+            print(f"no checkpoint in {out_dir}; starting from update 0")
+    log = MetricsLog(out_dir, tensorboard=config.run.tensorboard, resume_from_update=start if start else None)
+
+    per_chunk = config.run.updates_per_chunk
+    compiled: dict[int, Callable] = {}
+    bar = _progress(config, trainer.num_updates, start)
+    update, chunks_done, last = start, 0, {}
+    try:
+        while update < trainer.num_updates:
+            k = min(per_chunk, trainer.num_updates - update)
+            if k not in compiled:
+                compiled[k] = chunk_fn(trainer, mesh, k)
+            t0 = time.perf_counter()
+            state, metrics = compiled[k](state, hp)
+            metrics = jax.device_get(metrics)
+            seconds = time.perf_counter() - t0
+            rows = []
+            for i in range(k):
+                row = {"update": update + i + 1, "env_steps": (update + i + 1) * steps_per_update}
+                row.update({name: float(np.asarray(v)[i]) for name, v in metrics.items()})
+                rows.append(row)
+            update += k
+            chunks_done += 1
+            rows[-1]["steps_per_second"] = k * steps_per_update / seconds
+            log.write(rows)
+            last = rows[-1]
+            if bar is not None:
+                bar.update(k)
+                bar.set_postfix({headline: f"{last.get(headline, float('nan')):.2f}", "sps": f"{last['steps_per_second']:.0f}"})
+            _check_finite(last, update)
+            if chunks_done % config.run.checkpoint_every == 0 or update == trainer.num_updates:
+                ckpt.save(update, state)
+    finally:
+        if bar is not None:
+            bar.close()
+        log.close()
+        ckpt.close()
+
+    if config.run.plot:
+        rows = read_csv(log.path)
+        xs = [float(r["env_steps"]) for r in rows]
+        plot_curves({headline: (xs, [float(r[headline]) for r in rows])}, os.path.join(out_dir, "learning_curve.png"), headline)
+    return {"state": state, "metrics": last, "out_dir": out_dir}
+
+
+def _progress(config, total: int, start: int):
+    if not config.run.progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=start, desc="updates", dynamic_ncols=True)
+
+
+def _check_finite(row: dict, update: int) -> None:
+    bad = [k for k, v in row.items() if isinstance(v, float) and not np.isfinite(v) and k != "steps_per_second"]
+    if bad:
+        raise FloatingPointError(
+            f"non-finite {', '.join(bad)} at update {update}; the last checkpoint is kept: lower lr or "
+            "max_grad_norm and continue with --config.resume=True"
+        )
