@@ -75,6 +75,10 @@ def validate_mlp_ppo(config: ml_collections.ConfigDict) -> None:
     """Raise ConfigError naming the first key that cannot work."""
     check_keys(config, mlp_ppo_defaults())
     _require(config.env_name in registry.registered(), "env_name", f"unknown env; choose one of {registry.registered()}")
+    try:
+        registry.make(config.env_name, **config.env_kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"config.env_kwargs: {err}") from None
     _require(config.algo in ("ippo", "mappo"), "algo", f"must be 'ippo' or 'mappo', got {config.algo!r}")
     for key in ("num_envs", "num_steps", "update_epochs", "num_minibatches"):
         _require(isinstance(config[key], int) and config[key] > 0, key, f"must be a positive integer, got {config[key]!r}")

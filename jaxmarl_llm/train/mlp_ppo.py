@@ -124,26 +124,20 @@ def make_train(config, env: Env | None = None) -> Trainer:
         critic = mlp.init_stacked(make_critic, k_critic, None if centralized else per_agent)[1]
         return {"actor": actor, "critic": critic}
 
-    def per_agent_apply(graphdef, params, x, *args):
-        """Apply a net to x [N, A, ...]: shared params directly, stacked ones vmapped over A."""
-        if shared:
-            return nnx.merge(graphdef, params)(x, *args)
-        return jax.vmap(lambda p, xa, *a: nnx.merge(graphdef, p)(xa, *a), in_axes=(0, 1) + (0,) * len(args), out_axes=1)(
-            params, x, *args
-        )
-
-    def policy(params, obs):  # obs [N, A, O] -> distribution over [N, A]
+    def policy(params, obs):  # obs [..., A, O] -> distribution over [..., A]
         if shared:
             return nnx.merge(actor_def, params["actor"])(obs, action_mask)
+        # Stacked per-agent nets: vmap over the agent axis of params (0) and of obs (-2).
         dist_params = jax.vmap(
-            lambda p, o, m: _dist_params(nnx.merge(actor_def, p)(o, m)), in_axes=(0, 1, 0), out_axes=1
+            lambda p, o, m: _dist_params(nnx.merge(actor_def, p)(o, m)), in_axes=(0, -2, 0), out_axes=-2
         )(params["actor"], obs, action_mask)
         return _dist_from_params(dist_params, discrete)
 
-    def value_fn(params, critic_in):  # -> [N, A]
-        if centralized:
-            return nnx.merge(critic_def, params["critic"])(critic_in)
-        return per_agent_apply(critic_def, params["critic"], critic_in)
+    def value_fn(params, critic_in):  # -> [..., A]
+        critic = lambda p, x: nnx.merge(critic_def, p)(x)  # noqa: E731
+        if centralized or shared:
+            return critic(params["critic"], critic_in)
+        return jax.vmap(critic, in_axes=(0, -2), out_axes=-1)(params["critic"], critic_in)
 
     def critic_input(obs, env_state):
         return jax.vmap(env.world_state)(env_state) if centralized else obs

@@ -1,0 +1,123 @@
+"""The Python loop: a killed run resumes to the same numbers; bad configs fail at start-up naming the key."""
+
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from configs import spread_mlp
+from jaxmarl_llm.train import entry, mlp_ppo
+from jaxmarl_llm.train.config import ConfigError
+from jaxmarl_llm.train.metrics_log import read_csv
+from jaxmarl_llm.train.runner import run_training
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _small_config(out_dir):
+    c = spread_mlp.get_config()
+    c.num_envs, c.num_steps, c.total_timesteps = 8, 16, 8 * 16 * 6
+    c.mesh.num_devices = 1
+    c.run.out_dir, c.run.updates_per_chunk, c.run.checkpoint_every = str(out_dir), 2, 1
+    c.run.progress, c.run.tensorboard = False, True
+    return c
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_killed_run_resumes_to_identical_results(tmp_path):
+    full = run_training(_small_config(tmp_path / "full"), *_trainer_parts(_small_config(tmp_path / "full")))
+
+    config = _small_config(tmp_path / "killed")
+    trainer, chunk_fn, steps = _trainer_parts(config)
+    calls = {"n": 0}
+
+    def dying_chunk_fn(trainer, mesh, k):
+        fn = chunk_fn(trainer, mesh, k)
+
+        def run(state, hp):
+            calls["n"] += 1
+            if calls["n"] == 3:  # dies during the third chunk, after two checkpoints
+                raise _Killed()
+            return fn(state, hp)
+
+        return run
+
+    with pytest.raises(_Killed):
+        run_training(config, trainer, dying_chunk_fn, steps)
+    assert len(read_csv(os.path.join(config.run.out_dir, "metrics.csv"))) == 4
+
+    config.resume = "True"
+    resumed = run_training(config, *_trainer_parts(config))
+    for a, b in zip(jax.tree.leaves(full["state"].params), jax.tree.leaves(resumed["state"].params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    rows_full = read_csv(os.path.join(full["out_dir"], "metrics.csv"))
+    rows_resumed = read_csv(os.path.join(config.run.out_dir, "metrics.csv"))
+    assert [r["update"] for r in rows_resumed] == [str(i) for i in range(1, 7)]
+    for a, b in zip(rows_full, rows_resumed):
+        assert a["team_return"] == b["team_return"]
+    assert os.path.exists(os.path.join(config.run.out_dir, "learning_curve.png"))
+    assert os.listdir(os.path.join(config.run.out_dir, "tb"))
+
+
+def _trainer_parts(config):
+    return entry.build(config)
+
+
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("num_minibatches", 5, "config.num_minibatches"),
+        ("algo", "qmix", "config.algo"),
+        ("num_envs", 0, "config.num_envs"),
+        ("gamma", 1.5, "config.gamma"),
+        ("env_name", "mpe/nope", "config.env_name"),
+    ],
+)
+def test_invalid_values_name_the_key(tmp_path, key, value, match):
+    config = _small_config(tmp_path)
+    config[key] = value
+    with pytest.raises(ConfigError, match=match):
+        entry.build(config)
+
+
+def test_unknown_env_kwarg_names_the_key(tmp_path):
+    config = _small_config(tmp_path)
+    config.env_kwargs.num_agent = 3
+    with pytest.raises(ConfigError, match="num_agent"):
+        entry.build(config)
+
+
+def test_cli_reports_unknown_override_and_bad_value():
+    script = os.path.join(ROOT, "experiments", "train.py")
+    cfg = os.path.join(ROOT, "configs", "spread.py")
+    out = subprocess.run([sys.executable, script, f"--config={cfg}", "--config.network.hiden=3"], capture_output=True, text=True)
+    assert out.returncode != 0 and "config.network.hiden" in out.stderr + out.stdout
+    out = subprocess.run([sys.executable, script, f"--config={cfg}", "--config.num_minibatches=7"], capture_output=True, text=True)
+    assert out.returncode == 2 and "config.num_minibatches" in out.stderr
+
+
+def test_nan_loss_stops_before_checkpointing(tmp_path):
+    config = _small_config(tmp_path)
+    config.lr = 1e30  # diverges to non-finite losses within a few updates
+    config.max_grad_norm = 1e30
+    trainer, chunk_fn, steps = entry.build(config)
+    with pytest.raises(FloatingPointError, match="resume"):
+        run_training(config, trainer, chunk_fn, steps)
+    ckpts = os.listdir(os.path.join(config.run.out_dir, "checkpoints"))
+    assert all(int(c) < 6 for c in ckpts if c.isdigit())
+
+
+def test_mlp_ppo_update_is_pure(tmp_path):
+    config = _small_config(tmp_path)
+    trainer = mlp_ppo.make_train(config)
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    a, _ = jax.jit(trainer.update)(state, trainer.hparams)
+    b, _ = jax.jit(trainer.update)(state, trainer.hparams)
+    for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params)):
+        np.testing.assert_array_equal(x, y)
