@@ -1,0 +1,54 @@
+"""Sweep numeric hyper-parameters and seeds in one compiled program:
+
+    python experiments/sweep.py --config=configs/spread.py --sweep.lr=1e-4,3e-4,1e-3 --sweep.seeds=4
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import ml_collections  # noqa: E402
+from absl import app, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from jaxmarl_llm.train import entry  # noqa: E402
+from jaxmarl_llm.train.cli import check_overrides, main_guard  # noqa: E402
+from jaxmarl_llm.train.sweep import format_table, make_grid, parse_values, run_sweep  # noqa: E402
+
+_SWEEPABLE = ("lr", "clip_eps", "ent_coef", "vf_coef", "gamma", "gae_lambda", "max_grad_norm", "kl_coef")
+
+
+def _sweep_defaults() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict({name: "" for name in _SWEEPABLE})
+    c.seeds = 1
+    c.out_dir = ""
+    return c
+
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file.", lock_config=True)
+_SWEEP = config_flags.DEFINE_config_dict("sweep", _sweep_defaults(), "Comma-separated values per hyper-parameter.")
+
+
+@main_guard
+def main(argv):
+    if _CONFIG.value is None:
+        raise app.UsageError("--config=configs/NAME.py is required")
+    logging.set_verbosity(logging.WARNING)
+    config, sweep = _CONFIG.value, _SWEEP.value
+    trainer, _, steps_per_update = entry.build(config)
+    overrides = {k: parse_values(sweep[k], k) for k in _SWEEPABLE if str(sweep[k]).strip()}
+    rows, hparams, keys = make_grid(trainer.hparams, overrides, sweep.seeds, config.seed)
+    out_dir = sweep.out_dir or os.path.join(config.run.out_dir, "sweep")
+    print(f"{len(rows)} runs x {trainer.num_updates} updates in one program")
+    result = run_sweep(trainer, rows, hparams, keys, steps_per_update, out_dir, config.run.updates_per_chunk)
+    print(format_table(rows, result["final"], "team_return"))
+    print(f"plot and table in {out_dir}")
+
+
+if __name__ == "__main__":
+    check_overrides(sys.argv)
+    check_overrides(sys.argv, flag="sweep")
+    app.run(main)

@@ -1,0 +1,94 @@
+"""Hyper-parameter sweeps as one program: `jax.vmap` of the trainer over runs.
+
+Every numeric hyper-parameter in `trainer.hparams` (lr, clip, entropy, ...)
+and the seed can vary; each run is one row of a grid, and all rows advance
+together in one compiled chunk of updates. Results are a table and one plot.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmarl_llm.train.config import ConfigError
+from jaxmarl_llm.train.metrics_log import plot_curves
+
+
+def parse_values(text: str, key: str) -> list[float]:
+    try:
+        return [float(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"sweep.{key}: expected comma-separated numbers, got {text!r}") from None
+
+
+def make_grid(hparams, overrides: dict[str, Sequence[float]], seeds: int, base_seed: int) -> tuple[list[dict], object, jax.Array]:
+    """The cartesian grid of `overrides` x seeds -> (rows, stacked HParams [R], keys [R])."""
+    unknown = sorted(set(overrides) - set(hparams._fields))
+    if unknown:
+        raise ConfigError(f"sweep.{unknown[0]}: not a numeric hyper-parameter; choose from {', '.join(hparams._fields)}")
+    names = sorted(overrides)
+    rows = []
+    for values in itertools.product(*(overrides[n] for n in names)):
+        for s in range(seeds):
+            rows.append({**dict(zip(names, values)), "seed": base_seed + s})
+    stacked = type(hparams)(
+        *(jnp.asarray([row.get(f, float(getattr(hparams, f))) for row in rows], jnp.float32) for f in hparams._fields)
+    )
+    keys = jnp.stack([jax.random.PRNGKey(row["seed"]) for row in rows])
+    return rows, stacked, keys
+
+
+def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str, updates_per_chunk: int = 10,
+              headline: str = "team_return", progress: bool = True) -> dict:
+    """Train every row to the end; returns {"rows", "curves" [R, U], "final" [R]} and writes a PNG + CSV."""
+    init = jax.jit(jax.vmap(trainer.init))
+    state = init(keys, hparams)
+
+    def chunk(k):
+        def one(s, hp):
+            return jax.lax.scan(lambda r, _: trainer.update(r, hp), s, None, length=k)
+
+        return jax.jit(jax.vmap(one), donate_argnums=0)
+
+    compiled, history, done = {}, [], 0
+    t0 = time.perf_counter()
+    while done < trainer.num_updates:
+        k = min(updates_per_chunk, trainer.num_updates - done)
+        compiled.setdefault(k, chunk(k))
+        state, metrics = compiled[k](state, hparams)
+        history.append(np.asarray(jax.device_get(metrics[headline])))  # [R, k]
+        done += k
+        if progress:
+            best = history[-1][:, -1].max()
+            print(f"\rupdate {done}/{trainer.num_updates}  best {headline} {best:.2f}  "
+                  f"{done * steps_per_update * len(rows) / (time.perf_counter() - t0):.0f} steps/s", end="", flush=True)
+    if progress:
+        print()
+    curves = np.concatenate(history, axis=1)  # [R, U]
+    tail = max(1, curves.shape[1] // 10)
+    final = curves[:, -tail:].mean(axis=1)
+
+    os.makedirs(out_dir, exist_ok=True)
+    xs = list(np.arange(1, curves.shape[1] + 1) * steps_per_update)
+    labels = [", ".join(f"{k}={v:g}" for k, v in row.items()) for row in rows]
+    plot_curves({lab: (xs, list(c)) for lab, c in zip(labels, curves)}, os.path.join(out_dir, "sweep.png"), headline, "sweep")
+    with open(os.path.join(out_dir, "sweep.csv"), "w") as f:
+        names = list(rows[0].keys())
+        f.write(",".join([*names, f"final_{headline}"]) + "\n")
+        for row, value in zip(rows, final):
+            f.write(",".join([*(f"{row[n]:g}" for n in names), f"{value:.4f}"]) + "\n")
+    return {"rows": rows, "curves": curves, "final": final, "state": state}
+
+
+def format_table(rows: list[dict], final: np.ndarray, headline: str) -> str:
+    names = list(rows[0].keys())
+    lines = [" | ".join([*names, f"final {headline}"])]
+    for row, value in sorted(zip(rows, final), key=lambda rv: -rv[1]):
+        lines.append(" | ".join([*(f"{row[n]:g}" for n in names), f"{value:.2f}"]))
+    return "\n".join(lines)
