@@ -15,7 +15,7 @@ from absl import app, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from jaxmarl_llm.train import entry  # noqa: E402
-from jaxmarl_llm.train.cli import check_overrides, main_guard  # noqa: E402
+from jaxmarl_llm.train.cli import check_overrides, main_guard, maybe_init_distributed  # noqa: E402
 from jaxmarl_llm.train.sweep import format_table, make_grid, parse_values, run_sweep  # noqa: E402
 
 _SWEEPABLE = ("lr", "clip_eps", "ent_coef", "vf_coef", "gamma", "gae_lambda", "max_grad_norm", "kl_coef")
@@ -37,6 +37,7 @@ def main(argv):
     if _CONFIG.value is None:
         raise app.UsageError("--config=configs/NAME.py is required")
     logging.set_verbosity(logging.WARNING)
+    maybe_init_distributed()
     config, sweep = _CONFIG.value, _SWEEP.value
     trainer, _, steps_per_update = entry.build(config)
     overrides = {k: parse_values(sweep[k], k) for k in _SWEEPABLE if str(sweep[k]).strip()}

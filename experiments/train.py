@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from jaxmarl_llm.train.cli import check_overrides, main_guard  # noqa: E402
+from jaxmarl_llm.train.cli import check_overrides, main_guard, maybe_init_distributed  # noqa: E402
 from jaxmarl_llm.train.entry import train_from_config  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file.", lock_config=True)
@@ -27,6 +27,7 @@ def main(argv):
     if _CONFIG.value is None:
         raise app.UsageError("--config=configs/NAME.py is required")
     logging.set_verbosity(logging.WARNING)
+    maybe_init_distributed()
     result = train_from_config(_CONFIG.value)
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in result["metrics"].items()})
     print(f"outputs in {result['out_dir']}")

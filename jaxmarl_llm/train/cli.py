@@ -8,6 +8,7 @@ names the key and the valid choices instead.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 import ml_collections
@@ -56,3 +57,11 @@ def main_guard(fn):
             raise SystemExit(2) from None
 
     return wrapped
+
+
+def maybe_init_distributed() -> None:
+    """On a multi-host pod (JAXMARL_MULTIHOST=1, set by tpu_scripts/launch.sh) join all hosts into one mesh."""
+    if os.environ.get("JAXMARL_MULTIHOST") == "1":
+        import jax
+
+        jax.distributed.initialize()
