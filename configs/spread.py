@@ -1,15 +1,9 @@
-"""IPPO with MLP policies on MPE simple_spread (N=3), tuned for 2 CPU cores.
+"""The main job: IPPO on MPE simple_spread (N=3). Today the MLP baseline of configs/spread_mlp.py."""
 
-Start: JaxMARL's IPPO-FF hyper-parameters (see `mlp_ppo_defaults`). Changes,
-and why: see docs/benchmarks.md ("Tuning configs/spread_mlp.py").
-"""
-
-from jaxmarl_llm.train.config import mlp_ppo_defaults
+from configs.spread_mlp import get_config as _mlp_config
 
 
 def get_config():
-    c = mlp_ppo_defaults()
-    c.env_name = "mpe/simple_spread"
-    c.env_kwargs.num_agents = 3
-    c.run.out_dir = "runs/spread_mlp"
+    c = _mlp_config()
+    c.run.out_dir = "runs/spread"
     return c
