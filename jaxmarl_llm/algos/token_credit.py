@@ -1,0 +1,118 @@
+"""Turn-level credit on generated tokens: reward placement, token-level GAE, token PPO.
+
+An LM agent's action is a turn of M generated tokens; the env pays one scalar
+per turn. Token-level PPO treats every generated token as a step: the turn
+reward sits on the turn's last real token, every token has a value (the value
+of the state in which it was chosen, as `LMPolicy.score` returns), and GAE runs
+over the real tokens only.
+
+Multi-turn chaining: lay a row's turns end to end, `[B, T, M] -> [B, T*M]`
+(rewards from `place_turn_reward(turn_rewards [B, T], mask [B, T, M])`), and
+mark episode ends with `dones`. The recursion then flows from a turn's first
+token back into the previous turn's last token, and the last real token of a
+row bootstraps from `bootstrap_value` (V of the state after the rollout).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxmarl_llm.algos.gae import gae
+from jaxmarl_llm.algos.kl import KLKind, masked_kl
+from jaxmarl_llm.algos.masked import where_mask
+from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss, shard_mean
+
+
+def last_token_mask(mask: jax.Array) -> jax.Array:
+    """[..., M] -> [..., M] bool: True only at the last real token of each row (nowhere in an empty row)."""
+    m = mask.astype(bool)
+    idx = jnp.arange(m.shape[-1])
+    last = jnp.max(jnp.where(m, idx, -1), axis=-1, keepdims=True)  # [..., 1], -1 for an empty row
+    return m & (idx == last)
+
+
+def place_turn_reward(reward: jax.Array, mask: jax.Array) -> jax.Array:
+    """reward [...] , mask [..., M] -> [..., M]: the reward on each row's last real token, 0 elsewhere.
+
+    A row with no real token (an inactive agent) gets nothing.
+    """
+    return jnp.where(last_token_mask(mask), reward[..., None], jnp.zeros((), reward.dtype))
+
+
+def token_gae(
+    rewards: jax.Array,  # [..., N] per-token rewards (turn reward on the last token, KL penalties, ...)
+    values: jax.Array,  # [..., N] value of the state in which each token was chosen
+    mask: jax.Array,  # [..., N] bool: real generated tokens
+    bootstrap_value: jax.Array | None = None,  # [...] value after the row's last real token; None -> 0
+    gamma: float | jax.Array = 1.0,
+    lam: float | jax.Array = 1.0,
+    dones: jax.Array | None = None,  # [..., N] bool: the episode terminates after this (real) token
+) -> tuple[jax.Array, jax.Array]:
+    """GAE over the real tokens of each row: returns (advantages, returns), both [..., N], 0 where masked.
+
+    Step k is the k-th real token of a row; masked tokens are skipped, not treated
+    as steps (so a mask with holes still chains the tokens around them). The next
+    value of the last real token is `bootstrap_value`; after a `dones` token the
+    future is 0 and the recursion stops. For a time-limit truncation at a token,
+    set `dones` there and add gamma * V(final state) to that token's reward: the
+    TD error is then the truncated one exactly.
+
+    Implementation: the real tokens of each row are moved to the front (stable,
+    so order is kept), `gae.gae` runs on that prefix, and the result is put back.
+    """
+    m = mask.astype(bool)
+    n = m.shape[-1]
+    dtype = jnp.result_type(values.dtype, jnp.float32)
+    r = where_mask(rewards.astype(dtype), m)
+    v = where_mask(values.astype(dtype), m)
+    d = jnp.zeros_like(m) if dones is None else m & dones.astype(bool)
+    boot = jnp.zeros(m.shape[:-1], dtype) if bootstrap_value is None else bootstrap_value.astype(dtype)
+
+    order = jnp.argsort(~m, axis=-1, stable=True)  # [..., N]: real tokens first, in order
+    take = lambda x: jnp.take_along_axis(x, order, axis=-1)  # noqa: E731
+    rc, vc, dc = take(r), take(v), take(d)
+    count = jnp.sum(m, axis=-1, keepdims=True)  # [..., 1]
+    j = jnp.arange(n)
+    valid = j < count
+    is_last = j == count - 1
+    next_v = jnp.concatenate([vc[..., 1:], jnp.zeros_like(vc[..., :1])], axis=-1)
+    next_v = where_mask(jnp.where(is_last, boot[..., None], next_v), valid)
+    ended = dc | is_last | ~valid  # padding: delta 0 and no carry, so advantage 0
+
+    to_time = lambda x: jnp.moveaxis(x, -1, 0)  # noqa: E731  gae scans the leading axis
+    adv_c, _ = gae(to_time(rc), to_time(vc), to_time(next_v), to_time(dc), to_time(ended), gamma, lam)
+    adv = jnp.take_along_axis(jnp.moveaxis(adv_c, 0, -1), jnp.argsort(order, axis=-1), axis=-1)
+    adv = where_mask(adv, m)
+    return adv, where_mask(adv + v, m)
+
+
+def token_ppo_loss(
+    log_prob: jax.Array,  # [..., M] current policy, sampled tokens
+    old_log_prob: jax.Array,  # [..., M] when sampling
+    advantages: jax.Array,  # [..., M] e.g. from token_gae
+    values: jax.Array,  # [..., M] current critic
+    old_values: jax.Array,  # [..., M] critic when sampling
+    returns: jax.Array,  # [..., M]
+    entropy: jax.Array,  # [..., M]
+    mask: jax.Array,  # [..., M] bool: real generated tokens of active agents
+    coefs: PPOCoefs = PPOCoefs(),
+    ref_log_prob: jax.Array | None = None,  # [..., M] reference policy; None -> no KL term
+    kl_coef: float | jax.Array = 0.0,
+    kl_kind: KLKind = "k3",
+    axis_name: str | None = None,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """`ppo.ppo_loss` over real tokens (token mean) + kl_coef * token-mean KL to the reference.
+
+    Masked inputs are zeroed first, so garbage there changes nothing. Use either this
+    KL loss term or a KL reward penalty (`kl.kl_penalized_rewards`), usually not both.
+    """
+    m = mask.astype(bool)
+    z = lambda x: where_mask(x, m)  # noqa: E731
+    loss, metrics = ppo_loss(z(log_prob), z(old_log_prob), z(advantages), z(values), z(old_values), z(returns),
+                             z(entropy), coefs, mask=m, axis_name=axis_name)
+    if ref_log_prob is not None:
+        kl = shard_mean(masked_kl(log_prob, ref_log_prob, m, kl_kind), m, axis_name)
+        loss = loss + kl_coef * kl
+        metrics = {**metrics, "kl_ref": kl}
+    return loss, metrics
