@@ -10,7 +10,7 @@ from jaxmarl_llm.train.config import mlp_ppo_defaults
 def get_config():
     c = mlp_ppo_defaults()
     c.env_name = "mpe/simple_tag"
-    c.env_kwargs = {"num_good": 1, "num_adversaries": 3, "num_obstacles": 2, "max_cycles": 25}
+    c.env_kwargs = {"num_good": 1, "num_adversaries": 3, "num_obstacles": 2, "max_cycles": 25, "continuous_actions": False}
     c.share_params = False
     c.num_envs = 64
     c.total_timesteps = 5_000_000

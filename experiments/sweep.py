@@ -39,13 +39,13 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
     maybe_init_distributed()
     config, sweep = _CONFIG.value, _SWEEP.value
-    trainer, _, steps_per_update = entry.build(config)
+    trainer, _, steps_per_update, headline = entry.build(config)
     overrides = {k: parse_values(sweep[k], k) for k in _SWEEPABLE if str(sweep[k]).strip()}
     rows, hparams, keys = make_grid(trainer.hparams, overrides, sweep.seeds, config.seed)
     out_dir = sweep.out_dir or os.path.join(config.run.out_dir, "sweep")
     print(f"{len(rows)} runs x {trainer.num_updates} updates in one program")
-    result = run_sweep(trainer, rows, hparams, keys, steps_per_update, out_dir, config.run.updates_per_chunk)
-    print(format_table(rows, result["final"], "team_return"))
+    result = run_sweep(trainer, rows, hparams, keys, steps_per_update, out_dir, config.run.updates_per_chunk, headline)
+    print(format_table(rows, result["final"], headline))
     print(f"plot and table in {out_dir}")
 
 

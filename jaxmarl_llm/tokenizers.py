@@ -9,14 +9,18 @@ Anything with this small interface works:
 
 `CharTokenizer` and `WordTokenizer` are built-in, for models trained from
 scratch on our games; `HFTokenizer` wraps any Hugging Face tokenizer in a
-local folder (no network).
+local folder (no network) and applies its chat template when it has one.
+`encode_batch(tok, texts, capacity)` turns strings into the fixed-capacity,
+right-padded id buffers [N, C] + lengths [N] that models and envs consume.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
+
+import numpy as np
 
 
 class Tokenizer(Protocol):
@@ -138,9 +142,37 @@ class HFTokenizer:
             ids = ids[: ids.index(self.eos_id)]
         return self.hf.decode(ids, skip_special_tokens=True)
 
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.hf, "chat_template", None))
+
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
         """Ids of a chat in the tokenizer's own template (falls back to plain 'role: content' lines)."""
-        if getattr(self.hf, "chat_template", None):
-            return list(self.hf.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=True))
+        if self.has_chat_template:
+            ids = self.hf.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=True,
+                                              return_dict=False)
+            if isinstance(ids, Mapping):  # transformers 5 may still hand back a BatchEncoding
+                ids = ids["input_ids"]
+            return [int(i) for i in ids]
         text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
         return self.encode(text + ("assistant: " if add_generation_prompt else ""))
+
+
+def encode_batch(
+    tok: Tokenizer, texts: Sequence[str], capacity: int, truncate: str = "error"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded int32 ids [N, capacity] and lengths [N]; done once, outside jit.
+
+    truncate: "error" (default, names the text), "left" (keep the end) or "right" (keep the start).
+    """
+    ids = np.full((len(texts), capacity), tok.pad_id, np.int32)
+    lengths = np.zeros((len(texts),), np.int32)
+    for i, text in enumerate(texts):
+        row = tok.encode(text)
+        if len(row) > capacity:
+            if truncate == "error":
+                raise ValueError(f"text {i} ({text[:40]!r}...) is {len(row)} tokens, over capacity {capacity}")
+            row = row[-capacity:] if truncate == "left" else row[:capacity]
+        ids[i, : len(row)] = row
+        lengths[i] = len(row)
+    return ids, lengths

@@ -34,7 +34,7 @@ def test_killed_run_resumes_to_identical_results(tmp_path):
     full = run_training(_small_config(tmp_path / "full"), *_trainer_parts(_small_config(tmp_path / "full")))
 
     config = _small_config(tmp_path / "killed")
-    trainer, chunk_fn, steps = _trainer_parts(config)
+    trainer, chunk_fn, steps, _ = _trainer_parts(config)
     calls = {"n": 0}
 
     def dying_chunk_fn(trainer, mesh, k):
@@ -106,7 +106,7 @@ def test_nan_loss_stops_before_checkpointing(tmp_path):
     config = _small_config(tmp_path)
     config.lr = 1e30  # diverges to non-finite losses within a few updates
     config.max_grad_norm = 1e30
-    trainer, chunk_fn, steps = entry.build(config)
+    trainer, chunk_fn, steps, _ = entry.build(config)
     with pytest.raises(FloatingPointError, match="resume"):
         run_training(config, trainer, chunk_fn, steps)
     ckpts = os.listdir(os.path.join(config.run.out_dir, "checkpoints"))

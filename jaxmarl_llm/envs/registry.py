@@ -17,6 +17,13 @@ _REGISTRY: dict[str, str] = {
     "mpe/simple_tag": "jaxmarl_llm.envs.mpe.simple_tag:SimpleTag",
     "mpe/simple_reference": "jaxmarl_llm.envs.mpe.simple_reference:SimpleReference",
     "mpe/simple_speaker_listener": "jaxmarl_llm.envs.mpe.simple_speaker_listener:SimpleSpeakerListener",
+    "text/guess_number": "jaxmarl_llm.envs.text.guess_number:GuessNumber",
+    "text/twenty_questions": "jaxmarl_llm.envs.text.twenty_questions:TwentyQuestions",
+    "text/tic_tac_toe": "jaxmarl_llm.envs.text.tic_tac_toe:TicTacToe",
+    "text/debate": "jaxmarl_llm.envs.text.debate:Debate",
+    "text/cooperative_writing": "jaxmarl_llm.envs.text.cooperative_writing:CooperativeWriting",
+    "text/arithmetic": "jaxmarl_llm.envs.text.arithmetic:Arithmetic",
+    "text/tokenized_mpe": "jaxmarl_llm.envs.text.tokenized_mpe:TokenizedMPE",
 }
 
 

@@ -18,7 +18,9 @@ def mlp_ppo_defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.trainer = "mlp_ppo"
     c.env_name = "mpe/simple_spread"
-    c.env_kwargs = ml_collections.ConfigDict({"num_agents": 3, "local_ratio": 0.5, "max_cycles": 25})
+    c.env_kwargs = ml_collections.ConfigDict(
+        {"num_agents": 3, "local_ratio": 0.5, "max_cycles": 25, "continuous_actions": False}
+    )
     c.algo = "ippo"  # "ippo": a critic on each agent's observation; "mappo": one critic on the world state
     c.share_params = True  # one net for all agents, or per-agent nets stacked on the agent axis
     c.seed = 0
@@ -107,3 +109,80 @@ def validate_mlp_ppo(config: ml_collections.ConfigDict) -> None:
         "num_envs",
         f"{config.num_envs} envs do not split evenly over {n_dev} devices; use a multiple of {n_dev} or set mesh.num_devices",
     )
+
+
+def lm_rl_defaults() -> ml_collections.ConfigDict:
+    """LM agents on a token game: a tiny random model by default, a checkpoint folder when given."""
+    c = ml_collections.ConfigDict()
+    c.trainer = "lm_rl"
+    c.env_name = "text/guess_number"
+    c.env_kwargs = ml_collections.ConfigDict({})
+    c.tokenizer = "char"  # "char" (built-in) or a local Hugging Face tokenizer folder
+    c.model = ml_collections.ConfigDict(
+        {
+            "checkpoint": "",  # a local HF folder (config.json + safetensors); "" = random tiny model below
+            "dtype": "float32",
+            "family": "qwen3",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_layers": 2,
+            "num_heads": 4,
+            "num_kv_heads": 2,
+            "head_dim": 16,
+            "max_position_embeddings": 4096,
+            "init_seed": 0,
+            "init_std": 0.1,
+        }
+    )
+    c.lora = ml_collections.ConfigDict({"rank": 16, "alpha": 32.0, "targets": ("q", "k", "v", "o", "gate", "up", "down")})
+    c.sampling = ml_collections.ConfigDict({"temperature": 1.0, "top_k": 0, "top_p": 1.0})
+    c.algo = "grpo"  # "ppo" (value head + GAE over turns), "grpo", "rloo"
+    c.share_policy = True  # one adapter for every learning agent, or one per agent
+    c.frozen_agents = ()  # agent indices played by the bare base model and never trained
+    c.seed = 0
+    c.num_envs = 16  # episodes per update
+    c.group_size = 4  # envs sharing a seed (GRPO/RLOO groups); 1 for PPO
+    c.num_turns = 10  # turns per episode in the rollout (>= the game's turn limit)
+    c.total_episodes = 1600
+    c.update_epochs = 1
+    c.num_minibatches = 1
+    c.lr = 1e-3
+    c.clip_eps = 0.2
+    c.ent_coef = 0.0
+    c.vf_coef = 0.5
+    c.kl_coef = 0.0
+    c.kl_estimator = "k3"
+    c.gamma = 1.0
+    c.gae_lambda = 0.95
+    c.max_grad_norm = 1.0
+    c.grpo_normalize_std = True  # False: Dr.GRPO advantages
+    c.grpo_aggregation = "sequence"  # "token", "sequence", "sequence_sum", "constant" (Dr.GRPO)
+    c.mesh = ml_collections.ConfigDict({"num_devices": 0})
+    c.run = ml_collections.ConfigDict(
+        {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
+         "tensorboard": True, "plot": True, "progress": True}
+    )
+    c.resume = ""
+    return c
+
+
+def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
+    check_keys(config, lm_rl_defaults())
+    _require(config.env_name in registry.registered(), "env_name", f"unknown env; choose one of {registry.registered()}")
+    _require(config.algo in ("ppo", "grpo", "rloo"), "algo", f"must be ppo, grpo or rloo, got {config.algo!r}")
+    for key in ("num_envs", "num_turns", "update_epochs", "num_minibatches", "group_size", "total_episodes"):
+        _require(isinstance(config[key], int) and config[key] > 0, key, f"must be a positive integer, got {config[key]!r}")
+    _require(config.num_turns % config.num_minibatches == 0, "num_minibatches",
+             f"must divide num_turns ({config.num_turns}): each minibatch takes a slice of every episode's turns")
+    _require(config.algo == "ppo" or config.group_size > 1, "group_size", f"{config.algo} needs groups of at least 2")
+    n_dev = config.mesh.num_devices or len(jax.devices())
+    _require(n_dev <= len(jax.devices()), "mesh.num_devices", f"{n_dev} requested, {len(jax.devices())} visible")
+    _require(config.num_envs % (n_dev * config.group_size) == 0, "num_envs",
+             f"{config.num_envs} must be a multiple of num_devices x group_size = {n_dev} x {config.group_size}")
+    _require(config.total_episodes >= config.num_envs, "total_episodes", "is less than one update (num_envs episodes)")
+    _require(config.kl_estimator in ("k1", "k2", "k3"), "kl_estimator", "must be k1, k2 or k3")
+    if config.model.checkpoint:
+        import os
+
+        _require(os.path.isdir(config.model.checkpoint), "model.checkpoint",
+                 f"{config.model.checkpoint!r} is not a folder; pass a local Hugging Face model folder")

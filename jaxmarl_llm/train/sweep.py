@@ -49,18 +49,23 @@ def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str,
     """Train every row to the end; returns {"rows", "curves" [R, U], "final" [R]} and writes a PNG + CSV."""
     init = jax.jit(jax.vmap(trainer.init))
     state = init(keys, hparams)
+    # LM trainers take their frozen base weights as an argument (shared by every run, never a constant)
+    base = getattr(trainer, "base", None)
+    step = (lambda r, hp, b: trainer.update(r, hp)) if base is None else trainer.update  # noqa: E731
 
     def chunk(k):
-        def one(s, hp):
-            return jax.lax.scan(lambda r, _: trainer.update(r, hp), s, None, length=k)
+        def one(s, hp, b):
+            return jax.lax.scan(lambda r, _: step(r, hp, b), s, None, length=k)
 
-        return jax.jit(jax.vmap(one), donate_argnums=0)
+        fn = jax.jit(jax.vmap(one, in_axes=(0, 0, None)), donate_argnums=0)
+        return lambda s, hp: fn(s, hp, base)
 
     compiled, history, done = {}, [], 0
     t0 = time.perf_counter()
     while done < trainer.num_updates:
         k = min(updates_per_chunk, trainer.num_updates - done)
-        compiled.setdefault(k, chunk(k))
+        if k not in compiled:
+            compiled[k] = chunk(k)
         state, metrics = compiled[k](state, hparams)
         history.append(np.asarray(jax.device_get(metrics[headline])))  # [R, k]
         done += k

@@ -1,0 +1,106 @@
+"""Guess the number: find a secret in 0..1023 from "too high" / "too low" answers.
+
+One agent. Each turn it replies `Guess: N`; the env appends the reply and one
+of "too high", "too low", "correct" or a format-error line. Reward +1 for the
+correct guess (the episode ends), -1 for each unparsable turn (no `Guess:`,
+no digits, more than 4 digits, or N > 1023), 0 otherwise; truncated after
+`max_steps` turns (default 10).
+
+Secrets come from a fixed split of 0..1023 (seeded permutation, 20% test), so
+evaluation can use numbers the policy never trained on. Note: with three-way
+answers, k guesses can certify at most 2**k - 1 secrets, so 10 turns solve
+1023 of the 1024 numbers at best (binary search does exactly that); pass
+`max_turns=11` to make every secret solvable.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxmarl_llm.envs.text import parsing
+from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
+from jaxmarl_llm.envs.text.buffers import TextAction
+
+NUM_VALUES = 1024
+
+PROMPT = (
+    "I am thinking of a whole number from 0 to 1023. Find it in at most {turns} guesses.\n"
+    "Reply with 'Guess: N'. I will answer too high, too low or correct.\n"
+)
+FEEDBACK = ("\nToo high.\n", "\nToo low.\n", "\nCorrect!\n", "\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\n")
+TOO_HIGH, TOO_LOW, CORRECT, INVALID = range(4)
+
+
+def secret_split(test_fraction: float = 0.2, seed: int = 0) -> dict[str, np.ndarray]:
+    """The fixed train/test split of 0..1023 (sorted arrays)."""
+    perm = np.random.default_rng(seed).permutation(NUM_VALUES)
+    n_test = int(round(test_fraction * NUM_VALUES))
+    test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    return {"train": train, "test": test, "all": np.arange(NUM_VALUES)}
+
+
+@struct.dataclass
+class GuessNumberState(TextState):
+    secret: jax.Array  # [] int32
+
+
+class GuessNumber(TextEnv):
+    def __init__(
+        self,
+        tokenizer=None,
+        split: str = "train",
+        max_turns: int = 10,
+        capacity: int = 768,
+        max_action_tokens: int = 16,
+        test_fraction: float = 0.2,
+        seed: int = 0,
+    ):
+        super().__init__(tokenizer, ("guesser",), capacity, max_action_tokens)
+        splits = secret_split(test_fraction, seed)
+        if split not in splits:
+            raise ValueError(f"split must be one of {sorted(splits)}, got {split!r}")
+        self.split = split
+        self.secrets = jnp.asarray(splits[split], jnp.int32)
+        self.max_turns = int(max_turns)
+        self.feedback = self.codec.table(FEEDBACK)
+        self.guesses = self._action_table([f"Guess: {n}" for n in range(NUM_VALUES)])
+        self._setup([self.codec.encode(PROMPT.format(turns=max_turns))], [self.feedback.width])
+
+    @property
+    def default_params(self) -> TextParams:
+        return TextParams(max_steps=self.max_turns)
+
+    def reset(self, key, params=None):
+        secret = jax.random.choice(key, self.secrets)
+        state = GuessNumberState(**self._base_state(jnp.ones((1,), bool)), secret=secret)
+        return self.get_obs(state), state
+
+    def reset_to(self, secret: jax.Array):
+        """A fresh episode with a given secret (scripted evaluation over every number)."""
+        state = GuessNumberState(**self._base_state(jnp.ones((1,), bool)), secret=jnp.asarray(secret, jnp.int32))
+        return self.get_obs(state), state
+
+    def _step(self, key, state, tokens, length, params):
+        chars, n = self._chars(tokens, length)
+        value, ok = parsing.parse_int(chars[0], n[0], keyword="guess", max_digits=4)
+        ok = ok & (value < NUM_VALUES)
+        outcome = jnp.where(~ok, INVALID, jnp.where(value > state.secret, TOO_HIGH, jnp.where(value < state.secret, TOO_LOW, CORRECT)))
+        correct = outcome == CORRECT
+        reward = jnp.where(correct, 1.0, jnp.where(ok, 0.0, -1.0))[None]
+        new = self._append(state, tokens, length)
+        new = self._append_table(new, self.feedback, outcome[None])
+        turn = state.turn + 1
+        new = new.replace(turn=turn)
+        info = {"format_error": ~ok[None], "solved": correct[None]}
+        return new, reward, correct, (turn >= params.max_steps) & ~correct, info
+
+    def random_action(self, key, state) -> TextAction:
+        guess = jax.random.randint(key, (1,), 0, NUM_VALUES)
+        return self.make_action(self.guesses, guess)
+
+    def guess_action(self, value: jax.Array) -> TextAction:
+        """The well-formed action `Guess: value` (value [] int in 0..1023)."""
+        return self.make_action(self.guesses, jnp.reshape(value, (1,)))

@@ -1,0 +1,180 @@
+"""Parsing generated actions inside `jit`, for any tokenizer.
+
+Token ids are first turned into the lower-cased character codes of their
+decoded text through the codec's per-vocab table (`decode_chars`), then the
+parsers work on characters with array ops: find a keyword, read an integer,
+match against a fixed list of strings. Nothing here can raise: a malformed
+action comes back as `ok=False` / index -1, which the game scores as a format
+error.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmarl_llm.envs.text.codec import NONE, SPACE, text_codes
+
+_ZERO, _NINE, _MINUS, _COLON, _EQUAL = ord("0"), ord("9"), ord("-"), ord(":"), ord("=")
+
+
+def decode_chars(token_chars: jax.Array, token_nchars: jax.Array, tokens: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """One action's characters: tokens [M], length [] -> (chars [M*C], n []); chars after n are NONE."""
+    m = tokens.shape[0]
+    c = token_chars.shape[1]
+    valid = jnp.arange(m) < length
+    if c == 1:  # at most one character per token (char tokenizers): specials stay as NONE in place
+        return jnp.where(valid, token_chars[tokens, 0], NONE), jnp.clip(length, 0, m)
+    per_tok = token_chars[tokens]  # [M, C]
+    cnt = jnp.where(valid, token_nchars[tokens], 0)  # [M]
+    starts = jnp.cumsum(cnt) - cnt
+    col = jnp.arange(c)
+    dest = jnp.where(col[None, :] < cnt[:, None], starts[:, None] + col[None, :], m * c)  # [M, C]
+    chars = jnp.full((m * c,), NONE, jnp.int32).at[dest.reshape(-1)].set(per_tok.reshape(-1), mode="drop")
+    return chars, cnt.sum()
+
+
+def is_digit(chars: jax.Array) -> jax.Array:
+    return (chars >= _ZERO) & (chars <= _NINE)
+
+
+def is_alnum(chars: jax.Array) -> jax.Array:
+    return is_digit(chars) | ((chars >= ord("a")) & (chars <= ord("z")))
+
+
+def compact_alnum(chars: jax.Array, n: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Keep letters and digits only ('Is it alive?' -> 'isitalive'): robust matching of names."""
+    size = chars.shape[0]
+    keep = is_alnum(chars) & (jnp.arange(size) < n)
+    dest = jnp.where(keep, jnp.cumsum(keep) - 1, size)
+    out = jnp.full((size,), NONE, jnp.int32).at[dest].set(chars, mode="drop")
+    return out, keep.sum()
+
+
+def _windows(chars: jax.Array, width: int) -> jax.Array:
+    """[N, width]: the characters starting at each position (NONE past the end)."""
+    return jnp.stack([_shift(chars, k) for k in range(width)], axis=1)
+
+
+def _shift(chars: jax.Array, k: int) -> jax.Array:
+    """chars[k:] padded with NONE to the same size (static slices, no gather)."""
+    if k == 0:
+        return chars
+    if k >= chars.shape[0]:
+        return jnp.zeros_like(chars)
+    return jnp.concatenate([chars[k:], jnp.zeros((k,), chars.dtype)])
+
+
+def find_keyword(chars: jax.Array, n: jax.Array, keyword: str) -> tuple[jax.Array, jax.Array]:
+    """First occurrence of `keyword` (case-insensitive): (found [], index just after it [])."""
+    kw = jnp.asarray(text_codes(keyword))
+    k = kw.shape[0]
+    pos = jnp.arange(chars.shape[0])
+    hit = jnp.all(_windows(chars, k) == kw[None, :], axis=1) & (pos + k <= n)
+    first = jnp.argmax(hit)
+    return hit.any(), (first + k).astype(jnp.int32)
+
+
+def parse_int(
+    chars: jax.Array, n: jax.Array, keyword: str | None = None, max_digits: int = 9, signed: bool = False
+) -> tuple[jax.Array, jax.Array]:
+    """The integer after `keyword` (then optional ':'/'=' and spaces), e.g. 'Guess: 512' -> (512, True).
+
+    Malformed (no keyword, no digits, more than `max_digits` digits) -> (0, False).
+    Text after the number is ignored.
+    """
+    if max_digits > 9:
+        raise ValueError("max_digits <= 9 keeps the value in int32")
+    size = chars.shape[0]
+    pos = jnp.arange(size)
+    if keyword is None:
+        found, after = jnp.bool_(True), jnp.int32(0)
+    else:
+        found, after = find_keyword(chars, n, keyword)
+    skip = (chars == SPACE) | (chars == _COLON) | (chars == _EQUAL)
+    start_ok = (pos >= after) & ~skip & (pos < n)
+    q = jnp.argmax(start_ok)
+    found = found & start_ok.any()
+    width = max_digits + 2
+    idx = q + jnp.arange(width)
+    window = jnp.where((idx < n) & (idx < size), chars[jnp.minimum(idx, size - 1)], NONE)  # [D+2]
+    neg = jnp.bool_(signed) & (window[0] == _MINUS)
+    digits = jnp.where(neg, window[1:], window[:-1])  # [D+1]
+    run = jnp.cumprod(is_digit(digits).astype(jnp.int32))
+    nd = run.sum()
+    ok = found & (nd >= 1) & (nd <= max_digits)
+    place = jnp.where(run.astype(bool), nd - 1 - jnp.arange(max_digits + 1), 0)
+    powers = jnp.asarray(10, jnp.int32) ** jnp.clip(place, 0, max_digits - 1)
+    value = jnp.sum(jnp.where(run.astype(bool), (digits - _ZERO) * powers, 0))
+    value = jnp.where(neg, -value, value)
+    return jnp.where(ok, value, 0).astype(jnp.int32), ok
+
+
+_B1, _B2 = 131, 1000003
+
+
+def _hash(codes: np.ndarray, base: int) -> int:
+    h = 0
+    for x in codes:
+        h = (h * base + int(x)) % (1 << 32)
+    return h
+
+
+class StringSet:
+    """A fixed list of strings as character codes, for exact and substring matching inside jit."""
+
+    def __init__(self, strings: Sequence[str], alnum_only: bool = True):
+        codes = [text_codes(s) for s in strings]
+        if alnum_only:
+            codes = [c[((c >= _ZERO) & (c <= _NINE)) | ((c >= ord("a")) & (c <= ord("z")))] for c in codes]
+        width = max(1, max((len(c) for c in codes), default=1))
+        table = np.zeros((len(codes), width), np.int32)
+        for i, c in enumerate(codes):
+            table[i, : len(c)] = c
+        self.codes = jnp.asarray(table)  # [K, S]
+        self.lens = jnp.asarray([len(c) for c in codes], jnp.int32)  # [K]
+        self.width = width
+        self._lens_np = np.asarray([len(c) for c in codes])
+        self._h1 = jnp.asarray([_hash(c, _B1) for c in codes], jnp.uint32)
+        self._h2 = jnp.asarray([_hash(c, _B2) for c in codes], jnp.uint32)
+
+    def match(self, chars: jax.Array, n: jax.Array) -> jax.Array:
+        """Index of the string equal to chars[:n] (first one if repeated), -1 if none."""
+        s = self.width
+        head = chars[:s] if chars.shape[0] >= s else jnp.pad(chars, (0, s - chars.shape[0]))
+        head = jnp.where(jnp.arange(s) < n, head, NONE)
+        equal = jnp.all(self.codes == head[None, :], axis=1) & (self.lens == n)
+        return jnp.where(equal.any(), jnp.argmax(equal), -1).astype(jnp.int32)
+
+    def occurs(self, chars: jax.Array, n: jax.Array) -> jax.Array:
+        """bool[K]: which strings occur as a substring of chars[:n].
+
+        Rolling hashes of every window (two independent 32-bit hashes, so a false match has
+        probability ~2**-64), built one character at a time: O((S + K) * N) instead of O(K * S * N).
+        """
+        pos = jnp.arange(chars.shape[0])
+        c = chars.astype(jnp.uint32)
+        h1 = jnp.zeros(chars.shape, jnp.uint32)
+        h2 = jnp.zeros(chars.shape, jnp.uint32)
+        hit = jnp.zeros((self.codes.shape[0],), bool)
+        for j in range(self.width):  # h[p] = hash of chars[p : p + j + 1]
+            cj = _shift(c, j)
+            h1 = h1 * jnp.uint32(_B1) + cj
+            h2 = h2 * jnp.uint32(_B2) + cj
+            rows = np.nonzero(self._lens_np == j + 1)[0]
+            if len(rows):
+                fits = pos + j + 1 <= n  # [N]
+                same = (h1[None, :] == self._h1[rows][:, None]) & (h2[None, :] == self._h2[rows][:, None]) & fits[None, :]
+                hit = hit.at[rows].set(jnp.any(same, axis=1))
+        return hit
+
+def strip_prefix(chars: jax.Array, n: jax.Array, prefix: str) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """If chars[:n] starts with `prefix` (already compacted codes), drop it: (chars, n, had_prefix)."""
+    p = jnp.asarray(text_codes(prefix))
+    k = p.shape[0]
+    has = jnp.all(chars[:k] == p) & (n >= k)
+    shifted = jnp.concatenate([chars[k:], jnp.zeros((k,), chars.dtype)])
+    return jnp.where(has, shifted, chars), jnp.where(has, n - k, n), has

@@ -1,0 +1,179 @@
+"""Twenty questions: find a secret noun (from `data/nouns.tsv`) with yes/no questions.
+
+The questioner replies `Ask: <question>` or `Guess: <word>`. Matching ignores
+case, spaces and punctuation, so `Ask: Is it an animal?` and `Ask: animal`
+(the question's name) are the same question.
+
+answerer="oracle" (default, one agent): the env answers from the attribute
+table shipped with the word list; a question outside `data/questions.tsv` is a
+format error ("Ask one of the listed questions").
+answerer="lm" (two agents): the question text goes to the answerer slot (a
+frozen LM, say), whose prompt holds the secret; its reply is read as yes/no
+(first word) and passed back. Guesses are always checked by the env.
+
+Reward: +1 to every agent when the word is guessed (episode ends);
+`format_penalty` (default 0) for an unparsable questioner turn. Truncated after
+`max_turns` questioner turns (20).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxmarl_llm.envs.text import datasets, parsing
+from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
+from jaxmarl_llm.envs.text.buffers import TextAction
+
+PROMPT = (
+    "Let's play twenty questions. I am thinking of a common noun. Ask yes/no questions to find it "
+    "and guess it in at most {turns} turns.\nReply 'Ask: <question>' or 'Guess: <word>'.\n"
+)
+ORACLE_NOTE = "You can ask these questions by name: {names}.\n"
+ANSWERER_PROMPT = "You answer in a game of twenty questions. The secret word is: "
+ANSWERER_NOTE = ".\nAnswer each question with Yes or No.\n"
+FEEDBACK = (
+    "\nYes.\n", "\nNo.\n", "\nCorrect! You found it.\n", "\nNo, that is not it.\n",
+    "\nInvalid. Reply 'Ask: <question>' or 'Guess: <word>'.\n", "\nI can't answer that. Ask one of the listed questions.\n",
+    "\nI don't know.\n",
+)
+YES, NO, CORRECT, WRONG, INVALID, UNKNOWN_Q, DONT_KNOW = range(7)
+TO_ANSWERER = "\nAnswer: "
+
+
+@struct.dataclass
+class TwentyQuestionsParams(TextParams):
+    max_steps: int = 20  # questioner turns
+    format_penalty: float = 0.0
+
+
+@struct.dataclass
+class TwentyQuestionsState(TextState):
+    secret: jax.Array  # [] int32 word index
+    questions: jax.Array  # [] int32 questioner turns taken
+
+
+class TwentyQuestions(TextEnv):
+    def __init__(self, tokenizer=None, answerer: str = "oracle", max_turns: int = 20, capacity: int = 2048, max_action_tokens: int = 48):
+        if answerer not in ("oracle", "lm"):
+            raise ValueError(f"answerer must be 'oracle' or 'lm', got {answerer!r}")
+        agents = ("questioner",) if answerer == "oracle" else ("questioner", "answerer")
+        super().__init__(tokenizer, agents, capacity, max_action_tokens)
+        self.answerer = answerer
+        self.max_turns = int(max_turns)
+        self.words, self.categories, answers = datasets.nouns()
+        self.question_names, self.question_texts = datasets.questions()
+        self.answers = jnp.asarray(answers)  # [W, Q]
+        self.num_questions = len(self.question_names)
+        self.question_set = parsing.StringSet([*self.question_names, *self.question_texts])
+        self.word_set = parsing.StringSet(self.words)
+        self.feedback = self.codec.table(FEEDBACK)
+        self.word_pieces = self.codec.table(self.words)
+        self.answerer_note = self.codec.table([ANSWERER_NOTE, TO_ANSWERER, "\n"])
+        self.asks = self._action_table([f"Ask: {n}" for n in self.question_names])
+        self.guesses = self._action_table([f"Guess: {w}" for w in self.words])
+        self.yes_no = self._action_table(["Yes", "No"])
+        prompt = PROMPT.format(turns=max_turns)
+        prompts = [self.codec.encode(prompt if answerer == "lm" else prompt + ORACLE_NOTE.format(names=", ".join(self.question_names)))]
+        if answerer == "lm":
+            prompts.append(self.codec.encode(ANSWERER_PROMPT))
+        self._setup(prompts, [self.feedback.width, self.word_pieces.width, self.answerer_note.width])
+
+    @property
+    def default_params(self) -> TwentyQuestionsParams:
+        return TwentyQuestionsParams(max_steps=self.max_turns)
+
+    def reset(self, key, params=None):
+        return self.reset_to(jax.random.randint(key, (), 0, len(self.words)))
+
+    def reset_to(self, secret: jax.Array):
+        """A fresh episode with a given word index."""
+        secret = jnp.asarray(secret, jnp.int32)
+        active = jnp.arange(self.num_agents) == 0
+        state = TwentyQuestionsState(**self._base_state(active), secret=secret, questions=jnp.int32(0))
+        if self.answerer == "lm":  # the answerer's prompt names the secret
+            answerer = jnp.arange(self.num_agents) == 1
+            state = self._append_table(state, self.word_pieces, jnp.full((2,), secret), answerer)
+            state = self._append_table(state, self.answerer_note, jnp.zeros((2,), jnp.int32), answerer)
+        return self.get_obs(state), state
+
+    def parse_question(self, tokens: jax.Array, length: jax.Array):
+        """One questioner action -> (kind 0 ask / 1 guess / -1 malformed, question index or -1, word index or -1)."""
+        chars, n = parsing.decode_chars(self.codec.token_chars, self.codec.token_nchars, tokens, length)
+        chars, n = parsing.compact_alnum(chars, n)
+        q_chars, q_n, is_ask = parsing.strip_prefix(chars, n, "ask")
+        g_chars, g_n, is_guess = parsing.strip_prefix(chars, n, "guess")
+        question = jnp.where(is_ask, self.question_set.match(q_chars, q_n) % self.num_questions, -1)
+        question = jnp.where(is_ask & (self.question_set.match(q_chars, q_n) < 0), -1, question)
+        word = jnp.where(is_guess, self.word_set.match(g_chars, g_n), -1)
+        kind = jnp.where(is_ask & (q_n > 0), 0, jnp.where(is_guess & (g_n > 0), 1, -1))
+        return kind, question, word
+
+    def parse_answer(self, tokens: jax.Array, length: jax.Array) -> jax.Array:
+        """The answerer's reply: 1 yes, 0 no, -1 neither."""
+        chars, n = parsing.decode_chars(self.codec.token_chars, self.codec.token_nchars, tokens, length)
+        chars, n = parsing.compact_alnum(chars, n)
+        _, _, yes = parsing.strip_prefix(chars, n, "yes")
+        _, _, no = parsing.strip_prefix(chars, n, "no")
+        return jnp.where(yes, 1, jnp.where(no, 0, -1))
+
+    def _step(self, key, state, tokens, length, params):
+        a = self.num_agents
+        asking = state.active[0]
+        kind, question, word = self.parse_question(tokens[0], length[0])
+        correct = asking & (kind == 1) & (word == state.secret)
+        truth = self.answers[state.secret, jnp.maximum(question, 0)]
+        if self.answerer == "oracle":
+            outcome = jnp.where(
+                kind == 1,
+                jnp.where(correct, CORRECT, WRONG),
+                jnp.where(kind == 0, jnp.where(question >= 0, jnp.where(truth, YES, NO), UNKNOWN_Q), INVALID),
+            )
+            format_error = (kind < 0) | ((kind == 0) & (question < 0))
+            to_answerer = jnp.bool_(False)
+        else:
+            reply = self.parse_answer(tokens[-1], length[-1])
+            answer_outcome = jnp.where(reply == 1, YES, jnp.where(reply == 0, NO, DONT_KNOW))
+            ask_outcome = jnp.where(kind == 1, jnp.where(correct, CORRECT, WRONG), INVALID)
+            outcome = jnp.where(asking, ask_outcome, answer_outcome)
+            format_error = asking & (kind < 0)
+            to_answerer = asking & (kind == 0)  # a question: the answerer moves next
+        seat = jnp.arange(a)
+        new = self._append(state, tokens, length)
+        # the questioner reads the env's (or the answerer's) reply unless its question went to the answerer
+        q_feedback = ~to_answerer
+        new = self._append_table(new, self.feedback, jnp.full((a,), outcome), (seat == 0) & q_feedback)
+        if self.answerer == "lm":  # the answerer reads the question, then "Answer: "
+            new = self._append(new, jnp.broadcast_to(tokens[0], tokens.shape), jnp.where((seat == 1) & to_answerer, length[0], 0))
+            new = self._append_table(new, self.answerer_note, jnp.ones((a,), jnp.int32), (seat == 1) & to_answerer)
+            new = self._append_table(new, self.answerer_note, jnp.full((a,), 2), (seat == 1) & ~asking)
+        questions = state.questions + asking.astype(jnp.int32)
+        reward = jnp.full((a,), jnp.where(correct, 1.0, 0.0)) + jnp.where((seat == 0) & format_error, params.format_penalty, 0.0)
+        active = jnp.where(to_answerer, seat == 1, seat == 0)
+        new = new.replace(turn=state.turn + 1, questions=questions, active=active)
+        truncated = (questions >= params.max_steps) & ~correct & ~to_answerer
+        answer = jnp.where(outcome == YES, 1, jnp.where(outcome == NO, 0, -1))
+        info = {"format_error": jnp.broadcast_to(format_error, (a,)), "solved": jnp.broadcast_to(correct, (a,)), "answer": jnp.broadcast_to(answer, (a,))}
+        return new, reward, correct, truncated, info
+
+    def ask_action(self, question: jax.Array) -> TextAction:
+        """`Ask: <name>` from the questioner (other rows empty)."""
+        return self.make_action(self.asks, jnp.full((self.num_agents,), question), jnp.arange(self.num_agents) == 0)
+
+    def guess_action(self, word: jax.Array) -> TextAction:
+        return self.make_action(self.guesses, jnp.full((self.num_agents,), word), jnp.arange(self.num_agents) == 0)
+
+    def random_action(self, key, state) -> TextAction:
+        k1, k2, k3 = jax.random.split(key, 3)
+        ask = self.ask_action(jax.random.randint(k1, (), 0, self.num_questions))
+        guess = self.guess_action(jax.random.randint(k2, (), 0, len(self.words)))
+        pick = jax.random.uniform(k3) < 0.9
+        action = jax.tree.map(lambda x, y: jnp.where(pick, x, y), ask, guess)
+        if self.answerer == "lm":  # the answerer's slot says yes or no at random
+            choice = jax.random.randint(k3, (), 0, 2)
+            action = TextAction(
+                tokens=action.tokens.at[1].set(self.yes_no.ids[choice]), length=action.length.at[1].set(self.yes_no.lens[choice])
+            )
+            action = TextAction(tokens=action.tokens, length=jnp.where(state.active, action.length, 0))
+        return action

@@ -1,0 +1,139 @@
+"""Jitted generation: padded prefill into a KV cache, then a `lax.scan` of one-token decode steps.
+
+    generate(key, params, lora, prompt_tokens [B, L], prompt_lengths [B], cfg, *,
+             max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, stop_ids=(),
+             pad_id=0, lora_scale=1.0) -> tokens [B, M], logprobs [B, M], mask [B, M]
+
+    sampling_logprobs(logits [..., V], temperature, top_k, top_p) -> [..., V]
+
+Prompts are right-padded; row b's prompt is prompt_tokens[b, :prompt_lengths[b]].
+`logprobs` are under the distribution actually sampled from (temperature,
+then top-k, then top-p, as in `transformers`); the policy's `score` calls the
+same `sampling_logprobs`, so the log-prob in the loss equals the one recorded
+here. Greedy (temperature == 0) records the log-prob under the unprocessed
+softmax (a point mass has no useful log-prob). `mask` is 1 for real tokens: up
+to and including the first stop id; later slots hold pad_id and log-prob 0.
+
+No Python side effects and static shapes only: `generate` works under
+`jax.vmap` over agents (lora in_axes=0, params None) and inside `lax.scan`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from jaxmarl_llm.models.config import ModelConfig
+from jaxmarl_llm.models.transformer import Params, forward, init_cache
+
+
+_MASKED = -1e9  # logit given to tokens outside the top-k / top-p set
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingConfig:
+    """How a policy turns logits into tokens (static: part of the compiled program)."""
+
+    max_new_tokens: int = 32
+    temperature: float = 1.0  # 0 = greedy
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1 = off
+    stop_ids: tuple[int, ...] = ()
+    pad_id: int = 0
+
+
+def sampling_logprobs(logits: jax.Array, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> jax.Array:
+    """Log-probs [..., V] of the sampling distribution (-inf outside the top-k / top-p set)."""
+    logits = logits.astype(jnp.float32)
+    if temperature > 0:
+        logits = logits / temperature
+    neg = _MASKED  # finite: exp -> 0 and 0 * logp stays finite, so entropy gradients are not NaN
+    if top_k and top_k < logits.shape[-1]:
+        kth = jax.lax.top_k(logits, top_k)[0][..., -1:]  # [..., 1]
+        logits = jnp.where(logits < kth, neg, logits)
+    if top_p < 1.0:
+        sorted_logits = jnp.sort(logits, axis=-1)[..., ::-1]  # descending
+        probs = jax.nn.softmax(sorted_logits, axis=-1)
+        before = jnp.cumsum(probs, axis=-1) - probs  # mass strictly above each token
+        keep = before < top_p  # always keeps the first
+        cutoff = jnp.min(jnp.where(keep, sorted_logits, jnp.inf), axis=-1, keepdims=True)
+        logits = jnp.where(logits < cutoff, neg, logits)
+    return jax.nn.log_softmax(logits, axis=-1)
+
+
+def sample_token(key: jax.Array, logits: jax.Array, temperature: float, top_k: int, top_p: float):
+    """One token per row from logits [B, V] -> (tokens [B], logprobs [B])."""
+    if temperature == 0:
+        tok = jnp.argmax(logits, axis=-1)
+        lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    else:
+        lp = sampling_logprobs(logits, temperature, top_k, top_p)
+        tok = jax.random.categorical(key, lp, axis=-1)
+    tok = tok.astype(jnp.int32)
+    return tok, jnp.take_along_axis(lp, tok[:, None], axis=-1)[:, 0]
+
+
+def _is_stop(tok: jax.Array, stop_ids: Sequence[int]) -> jax.Array:
+    if not stop_ids:
+        return jnp.zeros(tok.shape, bool)
+    return jnp.any(tok[:, None] == jnp.asarray(stop_ids, jnp.int32)[None, :], axis=-1)
+
+
+_STATIC = ("cfg", "max_new_tokens", "temperature", "top_k", "top_p", "stop_ids", "pad_id", "lora_scale")
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def generate_with_state(
+    key: jax.Array,
+    params: Params,
+    lora: Params | None,
+    prompt_tokens: jax.Array,
+    prompt_lengths: jax.Array,
+    cfg: ModelConfig,
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    stop_ids: tuple[int, ...] = (),
+    pad_id: int = 0,
+    lora_scale: float = 1.0,
+) -> dict[str, Any]:
+    """`generate` plus what policies want: prompt_hidden [B, D] (final hidden of the last prompt token)."""
+    b, l = prompt_tokens.shape
+    m = max_new_tokens
+    stop_ids = tuple(stop_ids)
+    prompt_lengths = prompt_lengths.astype(jnp.int32)
+    cache = init_cache(cfg, b, l + m)
+    logits, hidden, cache = forward(params, prompt_tokens, cfg, lora=lora, lora_scale=lora_scale, cache=cache,
+                                    num_new=prompt_lengths, logit_index=prompt_lengths - 1)
+    prompt_hidden = jnp.take_along_axis(hidden, (prompt_lengths - 1)[:, None, None], axis=1)[:, 0]  # [B, D]
+    keys = jax.random.split(key, m)
+    tok0, lp0 = sample_token(keys[0], logits, temperature, top_k, top_p)
+    done0 = _is_stop(tok0, stop_ids)
+
+    def step(carry, k):
+        cache, tok, done = carry
+        logits, _, cache = forward(params, tok[:, None], cfg, lora=lora, lora_scale=lora_scale, cache=cache)
+        new, lp = sample_token(k, logits[:, 0], temperature, top_k, top_p)
+        new = jnp.where(done, pad_id, new)
+        lp = jnp.where(done, 0.0, lp)
+        real = ~done
+        return (cache, new, done | _is_stop(new, stop_ids)), (new, lp, real)
+
+    _, (toks, lps, real) = jax.lax.scan(step, (cache, tok0, done0), keys[1:])
+    tokens = jnp.concatenate([tok0[:, None], toks.T], axis=1)  # [B, M]
+    logprobs = jnp.concatenate([lp0[:, None], lps.T], axis=1)
+    mask = jnp.concatenate([jnp.ones((b, 1), bool), real.T], axis=1)
+    return {"tokens": tokens, "logprobs": logprobs, "mask": mask, "prompt_hidden": prompt_hidden}
+
+
+def generate(key: jax.Array, params: Params, lora: Params | None, prompt_tokens: jax.Array,
+             prompt_lengths: jax.Array, cfg: ModelConfig, **kw: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Sample up to max_new_tokens per row -> (tokens [B, M] int32, logprobs [B, M] f32, mask [B, M] bool)."""
+    out = generate_with_state(key, params, lora, prompt_tokens, prompt_lengths, cfg, **kw)
+    return out["tokens"], out["logprobs"], out["mask"]

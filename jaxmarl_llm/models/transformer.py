@@ -1,0 +1,233 @@
+"""Decoder LM (Llama 3.x / Qwen2 / Qwen3) as pure functions over a params pytree.
+
+Why pure functions: layers are stacked on a leading [N] axis and run with one
+`lax.scan` (compile time independent of depth), LoRA adapters are a separate
+pytree that `jax.vmap` maps over an agent axis while the base is shared, and the
+"adapters off" reference policy is the same call with `lora=None`. NNX is used
+at the edge only: `DecoderLM` (an `nnx.Module`) owns the same params, so
+`graphdef, state = nnx.split(model)` works, and `DecoderLM.__call__` calls
+`forward`.
+
+Entry points
+
+    init_params(cfg, key) -> params
+    init_cache(cfg, batch, max_len) -> cache {"k","v": [N, B, S, Hkv, D], "lengths": [B]}
+    forward(params, tokens, cfg, *, lora=None, lora_scale=1.0, cache=None,
+            num_new=None, logit_index=None) -> (logits, hidden, cache)
+    forward_jit: the same, jitted (cfg and lora_scale static), for eager callers
+
+Shapes: tokens [B, T] right-padded. Without a cache, token t sits at position
+t. With a cache, row b's tokens go to slots/positions lengths[b] + t and the
+cache's lengths advance by num_new[b] (default T): so a padded prefill and
+one-token decode steps are the same call. `hidden` is the final-norm output
+[B, T, D] (what the LM head and value heads read). `logits` is [B, T, V] in
+float32, or [B, V] at `logit_index` [B] when given (saves the vocab matmul
+on every prompt token during prefill).
+
+Params layout (kernels are [in, out], i.e. the transpose of torch Linear):
+
+    embed [V, D]; final_norm [D]; lm_head [D, V] (absent when tied)
+    layers: attn_norm [N, D], mlp_norm [N, D],
+            q/k/v/o/gate/up/down: {"kernel": [N, in, out], "bias": [N, out] (q/k/v, Qwen2)},
+            q_norm/k_norm [N, head_dim] (Qwen3)
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from jaxmarl_llm.models.attention import attention
+from jaxmarl_llm.models.config import ModelConfig
+from jaxmarl_llm.models.rope import apply_rope, inv_freq
+
+Params = dict[str, Any]
+Cache = dict[str, jax.Array]
+
+PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def projection_shapes(cfg: ModelConfig) -> dict[str, tuple[int, int]]:
+    """(in, out) of each linear in a layer: what LoRA adapters and HF loading check against."""
+    d, f = cfg.hidden_size, cfg.intermediate_size
+    return {"q": (d, cfg.q_size), "k": (d, cfg.kv_size), "v": (d, cfg.kv_size), "o": (cfg.q_size, d),
+            "gate": (d, f), "up": (d, f), "down": (f, d)}
+
+
+def param_shapes(cfg: ModelConfig) -> Params:
+    """The exact shape of every parameter leaf (a pytree of tuples)."""
+    n = cfg.num_layers
+    layers: dict[str, Any] = {"attn_norm": (n, cfg.hidden_size), "mlp_norm": (n, cfg.hidden_size)}
+    for name, (i, o) in projection_shapes(cfg).items():
+        layers[name] = {"kernel": (n, i, o)}
+        if cfg.qkv_bias and name in ("q", "k", "v"):
+            layers[name]["bias"] = (n, o)
+    if cfg.qk_norm:
+        layers["q_norm"] = (n, cfg.head_dim)
+        layers["k_norm"] = (n, cfg.head_dim)
+    shapes: Params = {"embed": (cfg.vocab_size, cfg.hidden_size), "layers": layers, "final_norm": (cfg.hidden_size,)}
+    if not cfg.tie_embeddings:
+        shapes["lm_head"] = (cfg.hidden_size, cfg.vocab_size)
+    return shapes
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "std"))
+def init_params(cfg: ModelConfig, key: jax.Array, std: float = 0.02) -> Params:
+    """Random weights (normal(std) matrices, unit norms, zero biases) in cfg.param_dtype."""
+    shapes = param_shapes(cfg)
+    is_shape = lambda x: isinstance(x, tuple)  # noqa: E731
+    leaves, treedef = jax.tree.flatten(shapes, is_leaf=is_shape)
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree.flatten_with_path(shapes, is_leaf=is_shape)[0]]
+    keys = jax.random.split(key, len(leaves))
+    out = []
+    for path, shape, k in zip(paths, leaves, keys):
+        if "norm" in path:
+            out.append(jnp.ones(shape, cfg.weight_dtype))
+        elif "bias" in path:
+            out.append(jnp.zeros(shape, cfg.weight_dtype))
+        else:
+            out.append((std * jax.random.normal(k, shape, jnp.float32)).astype(cfg.weight_dtype))
+    return jax.tree.unflatten(treedef, out)
+
+
+def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype: Any = None) -> Cache:
+    """An empty KV cache of capacity max_len per row, in the compute dtype unless given."""
+    dtype = dtype or cfg.compute_dtype
+    shape = (cfg.num_layers, batch, max_len, cfg.num_kv_heads, cfg.head_dim)
+    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype), "lengths": jnp.zeros((batch,), jnp.int32)}
+
+
+def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
+    """RMSNorm over the last axis, computed in float32, returned in x.dtype."""
+    xf = x.astype(jnp.float32)
+    xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
+    return (weight.astype(jnp.float32) * xf).astype(x.dtype)
+
+
+def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float) -> jax.Array:
+    """x [..., in] @ kernel [in, out] (+ bias) (+ scale * x @ A @ B)."""
+    y = jnp.einsum("...i,io->...o", x, p["kernel"].astype(x.dtype))
+    if "bias" in p:
+        y = y + p["bias"].astype(x.dtype)
+    if lora is not None:
+        low = jnp.einsum("...i,ir->...r", x, lora["a"].astype(x.dtype))
+        y = y + scale * jnp.einsum("...r,ro->...o", low, lora["b"].astype(x.dtype))
+    return y
+
+
+def forward(
+    params: Params,
+    tokens: jax.Array,
+    cfg: ModelConfig,
+    *,
+    lora: Params | None = None,
+    lora_scale: float = 1.0,
+    cache: Cache | None = None,
+    num_new: jax.Array | None = None,
+    logit_index: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array, Cache | None]:
+    """Run the decoder on tokens [B, T]; see the module docstring for modes and shapes."""
+    b, t = tokens.shape
+    cdt = cfg.compute_dtype
+    steps = jnp.arange(t, dtype=jnp.int32)[None, :]
+    start = jnp.zeros((b,), jnp.int32) if cache is None else cache["lengths"]
+    positions = start[:, None] + steps  # [B, T]
+    freq = inv_freq(cfg)
+    eps = cfg.rms_norm_eps
+    lora_layers = {} if lora is None else lora
+
+    x = jnp.take(params["embed"], tokens, axis=0).astype(cdt)  # [B, T, D]
+
+    def block(x, lp, ll, kv_fn):
+        """One decoder layer. kv_fn(k, v) -> (keys, values to attend to, cache state to return)."""
+        h = rms_norm(x, lp["attn_norm"], eps)
+        q = _linear(h, lp["q"], ll.get("q"), lora_scale).reshape(b, t, cfg.num_heads, cfg.head_dim)
+        k = _linear(h, lp["k"], ll.get("k"), lora_scale).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        v = _linear(h, lp["v"], ll.get("v"), lora_scale).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        if cfg.qk_norm:
+            q = rms_norm(q, lp["q_norm"], eps)
+            k = rms_norm(k, lp["k_norm"], eps)
+        q = apply_rope(q, positions, freq)
+        k = apply_rope(k, positions, freq)
+        k, v, state = kv_fn(k, v)
+        a = attention(q, k, v, positions, backend=cfg.attention_backend)  # [B, T, Hq, hd]
+        x = x + _linear(a.reshape(b, t, cfg.q_size), lp["o"], ll.get("o"), lora_scale)
+        h = rms_norm(x, lp["mlp_norm"], eps)
+        gate = _linear(h, lp["gate"], ll.get("gate"), lora_scale)
+        up = _linear(h, lp["up"], ll.get("up"), lora_scale)
+        x = x + _linear(jax.nn.silu(gate) * up, lp["down"], ll.get("down"), lora_scale)
+        return x, state
+
+    if cache is None:
+        def layer_nocache(x, xs):
+            return block(x, *xs, lambda k, v: (k, v, None))[0], None
+
+        x, _ = jax.lax.scan(layer_nocache, x, (params["layers"], lora_layers))
+        new_k = new_v = None
+    else:
+        # The whole cache rides in the scan carry; new keys/values are scattered into it at
+        # [layer, row, lengths[row] + t] (in place on a loop carry), so no second cache exists.
+        rows = jnp.arange(b)[:, None]  # [B, 1]
+
+        def layer(carry, xs):
+            x, ck, cv = carry
+            lp, ll, i = xs
+
+            def kv_fn(k, v):
+                ck2 = ck.at[i, rows, positions].set(k.astype(ck.dtype), mode="drop")
+                cv2 = cv.at[i, rows, positions].set(v.astype(cv.dtype), mode="drop")
+                return ck2[i].astype(cdt), cv2[i].astype(cdt), (ck2, cv2)
+
+            x, (ck, cv) = block(x, lp, ll, kv_fn)
+            return (x, ck, cv), None
+
+        idx = jnp.arange(cfg.num_layers)
+        (x, new_k, new_v), _ = jax.lax.scan(layer, (x, cache["k"], cache["v"]), (params["layers"], lora_layers, idx),
+                                            unroll=cfg.scan_unroll)
+    hidden = rms_norm(x, params["final_norm"], eps)  # [B, T, D]
+
+    head_in = hidden if logit_index is None else jnp.take_along_axis(hidden, logit_index[:, None, None], axis=1)[:, 0]
+    if cfg.tie_embeddings:
+        logits = jnp.einsum("...d,vd->...v", head_in, params["embed"].astype(cdt), preferred_element_type=jnp.float32)
+    else:
+        logits = jnp.einsum("...d,dv->...v", head_in, params["lm_head"].astype(cdt), preferred_element_type=jnp.float32)
+
+    new_cache = None
+    if cache is not None:
+        added = jnp.full((b,), t, jnp.int32) if num_new is None else num_new.astype(jnp.int32)
+        new_cache = {"k": new_k, "v": new_v, "lengths": cache["lengths"] + added}
+    return logits, hidden, new_cache
+
+
+forward_jit = jax.jit(forward, static_argnames=("cfg", "lora_scale"))
+"""`forward` compiled once per (cfg, lora_scale, shapes): for eager callers; inside jit use `forward`."""
+
+
+def num_params(params: Params) -> int:
+    return sum(int(x.size) for x in jax.tree.leaves(params))
+
+
+def num_bytes(tree: Any) -> int:
+    return sum(int(x.size) * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+
+class DecoderLM(nnx.Module):
+    """NNX face of the decoder: owns the params so `nnx.split` / `nnx.merge` work.
+
+    Inside jitted training code prefer the pure `forward` on `params` (a plain
+    dict: `model.params.get_value()` or `nnx.to_pure_dict(nnx.split(model)[1])["params"]`).
+    """
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs | None = None, params: Params | None = None):
+        self.cfg = cfg
+        if params is None:
+            rngs = rngs if rngs is not None else nnx.Rngs(0)
+            params = init_params(cfg, rngs.params())
+        self.params = nnx.Param(params)
+
+    def __call__(self, tokens: jax.Array, **kw: Any):
+        return forward(self.params.get_value(), tokens, self.cfg, **kw)

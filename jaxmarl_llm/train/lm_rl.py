@@ -1,0 +1,374 @@
+"""LM agents playing token games: one compiled rollout + advantage + update (PPO, GRPO, RLOO).
+
+    trainer = make_train(config)                 # same interface as mlp_ppo.make_train
+    state = trainer.init(key, trainer.hparams)
+    state, metrics = trainer.update(state, trainer.hparams, trainer.base)
+
+One update:
+  1. Reset `num_envs` games. Envs come in groups of `group_size` that share a
+     seed (same secret / problem), so GRPO and RLOO can compare samples.
+  2. `lax.scan` over `num_turns` turns. In each turn every agent's policy
+     prompts on its own transcript and generates up to M tokens with the
+     KV-cache sampler (agents batched by `vmap` over their adapter slots, the
+     base shared); the env appends actions and feedback. Recorded per
+     (turn, env, agent): prompt, action tokens, sampling log-probs, value,
+     reward, who was active, whether the episode was still running.
+  3. Advantages: PPO = GAE over turns per agent with the turn's value (reward
+     on the turn's last token: turn-level credit); GRPO = group-normalized
+     episode returns (`grpo.group_advantages`, or Dr.GRPO); RLOO = leave-one-out
+     baseline. Every action token of a turn gets its turn's advantage.
+  4. `update_epochs` x `num_minibatches` gradient steps on the adapters (and
+     value head) only; each minibatch takes a slice of every env's turns.
+
+Episodes are run to the end inside each update (num_turns >= the game's turn
+limit), so there is no bootstrapping across updates. Agent slots: with
+`share_policy` all learning agents use adapter slot 0; otherwise agent a uses
+slot a. Agents listed in `frozen_agents` (a judge, an answerer, a fixed
+opponent) act through the bare base model (adapter scale 0) and never enter a
+loss. The KL reference is the same base with adapters off: no weight copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax.sharding import PartitionSpec as P
+
+from jaxmarl_llm.algos import grpo, kl, rloo
+from jaxmarl_llm.algos.gae import gae
+from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss, shard_mean
+from jaxmarl_llm.envs import registry
+from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.models import config as model_config
+from jaxmarl_llm.models.lora import LoraConfig
+from jaxmarl_llm.models.sampling import SamplingConfig
+from jaxmarl_llm.models.transformer import init_params
+from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens
+from jaxmarl_llm.train.mesh import DATA, global_index, shard_over_data
+from jaxmarl_llm.tokenizers import CharTokenizer, HFTokenizer
+
+
+class LMHParams(NamedTuple):
+    lr: jax.Array
+    clip_eps: jax.Array
+    ent_coef: jax.Array
+    vf_coef: jax.Array
+    kl_coef: jax.Array
+    gamma: jax.Array
+    gae_lambda: jax.Array
+    max_grad_norm: jax.Array
+
+    @classmethod
+    def from_config(cls, config) -> "LMHParams":
+        return cls(*(jnp.asarray(config[name], jnp.float32) for name in cls._fields))
+
+
+@struct.dataclass
+class LMRunnerState:
+    trainable: Any  # {"lora": ..., "value_head": ...}, leaves [S, ...] (S adapter slots)
+    opt_state: Any
+    key: jax.Array
+    update_step: jax.Array
+
+
+class Turns(NamedTuple):
+    """One rollout, [T, N, A, ...]."""
+
+    prompt: jax.Array  # [T, N, A, L] int32
+    prompt_len: jax.Array  # [T, N, A]
+    action: jax.Array  # [T, N, A, M]
+    action_mask: jax.Array  # [T, N, A, M] bool: generated tokens
+    logprob: jax.Array  # [T, N, A, M]
+    value: jax.Array  # [T, N, A]
+    reward: jax.Array  # [T, N, A]
+    alive: jax.Array  # [T, N] bool: the episode was running at this turn
+    acts: jax.Array  # [T, N, A] bool: active, alive and learning (its tokens enter the policy loss)
+    done: jax.Array  # [T, N] bool: the episode ended at this turn
+    info: dict
+
+
+class LMTrainer(NamedTuple):
+    env: Any
+    config: Any
+    hparams: LMHParams
+    policy: LMPolicy
+    base: Any  # frozen base params (passed to update as an argument, never closed over)
+    init: Any
+    update: Any  # update(state, hp, base, axis_name=None)
+    state_specs: Any
+    num_updates: int
+    tokenizer: Any
+
+
+def build_tokenizer(spec: str):
+    """"char" (built-in) or a local Hugging Face tokenizer folder."""
+    return CharTokenizer() if spec in ("", "char") else HFTokenizer(spec)
+
+
+def build_model(mcfg, tokenizer, seed: int):
+    """(ModelConfig, params): a checkpoint folder when given, else a random model sized by `mcfg`."""
+    if mcfg.checkpoint:
+        from jaxmarl_llm.models.hf import load_pretrained
+
+        cfg, params = load_pretrained(mcfg.checkpoint, dtype=mcfg.dtype)
+        if tokenizer.vocab_size > cfg.vocab_size:
+            raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids but the checkpoint's vocab is {cfg.vocab_size}")
+        return cfg, params
+    # exactly the tokenizer's ids: a model never samples an id the env cannot decode
+    cfg = model_config.tiny(
+        mcfg.family, vocab_size=tokenizer.vocab_size, hidden_size=mcfg.hidden_size, intermediate_size=mcfg.intermediate_size,
+        num_layers=mcfg.num_layers, num_heads=mcfg.num_heads, num_kv_heads=mcfg.num_kv_heads, head_dim=mcfg.head_dim,
+        max_position_embeddings=mcfg.max_position_embeddings,
+    )
+    # std 0.1 (not 0.02): with RMSNorm fixing |h|, LoRA on the blocks can only steer the logits
+    # as far as |lm_head rows| allows; a from-scratch base needs room to express preferences.
+    return cfg, init_params(cfg, jax.random.PRNGKey(seed), std=mcfg.init_std)
+
+
+def make_train(config, env=None) -> LMTrainer:
+    tokenizer = build_tokenizer(config.tokenizer)
+    if env is None:
+        env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
+    cfg, base = build_model(config.model, tokenizer, config.model.init_seed)
+    num_agents = env.num_agents
+    frozen = np.zeros((num_agents,), bool)
+    frozen[list(config.frozen_agents)] = True
+    if config.share_policy:
+        slot_of_agent = np.where(frozen, 1 if frozen.any() else 0, 0)
+    else:
+        slot_of_agent = np.arange(num_agents)
+    num_slots = int(slot_of_agent.max()) + 1
+    policy = LMPolicy(
+        cfg,
+        LoraConfig(rank=config.lora.rank, alpha=config.lora.alpha, targets=tuple(config.lora.targets)),
+        SamplingConfig(
+            max_new_tokens=env.max_action_tokens, temperature=config.sampling.temperature, top_k=config.sampling.top_k,
+            top_p=config.sampling.top_p, stop_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id,
+        ),
+    )
+    num_turns, num_envs, group = config.num_turns, config.num_envs, config.group_size
+    algo = config.algo
+    use_kl = float(config.kl_coef) != 0.0
+    mb = config.num_minibatches
+    learn = jnp.asarray(~frozen)  # [A]
+    agent_scale = jnp.asarray(np.where(frozen, 0.0, 1.0), jnp.float32)  # frozen agents: adapters off
+    slots = jnp.asarray(slot_of_agent)
+    num_updates = int(config.total_episodes // num_envs)
+
+    def per_agent(trainable):
+        """Slot-stacked trainable [S, ...] -> one entry per agent [A, ...] (a gather: grads flow back to slots)."""
+        return jax.tree.map(lambda x: x[slots], trainable)
+
+    def scaled(trainable_a, scale):
+        """Adapters times `scale` (0 for frozen agents: exactly the base model)."""
+        return {**trainable_a, "lora": jax.tree.map(lambda x: x * scale, trainable_a["lora"])}
+
+    # ---- acting: every (env, agent) generates from its own transcript ---------------------------
+    def act(key, base, trainable, tokens, length):  # tokens [N, A, L], length [N, A]
+        agents_tr = per_agent(trainable)
+
+        def one_env(k, tok, ln):
+            def one_agent(a, tr, t, n, s):
+                sample = policy.sample(jax.random.fold_in(k, a), base, scaled(tr, s), t[None], n[None])
+                return jax.tree.map(lambda x: x[0], sample)
+
+            return jax.vmap(one_agent)(jnp.arange(num_agents), agents_tr, tok, ln, agent_scale)
+
+        return jax.vmap(one_env)(key, tokens, length)  # Sample fields [N, A, ...]
+
+    # ---- scoring a batch of turns under the current (or reference) policy -------------------------
+    def score(base, trainable, batch, reference: bool = False):
+        """batch fields [B, N, A, ...] -> logprob [B, N, A, M], entropy, value [B, N, A] (value at the prompt)."""
+        agents_tr = per_agent(trainable)
+
+        def one_agent(tr, s, prompt, plen, action, amask):
+            lead = prompt.shape[:-1]
+            flat = lambda x: x.reshape((-1,) + x.shape[len(lead):])  # noqa: E731
+            tokens, lengths, mask = append_tokens(flat(prompt), flat(plen), flat(action), flat(amask))
+            lp, ent, values = policy.score(base, None if reference else scaled(tr, s), tokens, lengths, mask)
+            take = jax.vmap(lambda row, start: jax.lax.dynamic_slice(row, (start,), (action.shape[-1],)))
+            out_lp = take(lp, flat(plen)).reshape(action.shape)
+            out_ent = take(ent, flat(plen)).reshape(action.shape)
+            value = jnp.take_along_axis(values, flat(plen)[:, None], axis=1)[:, 0].reshape(lead)
+            return out_lp, out_ent, value
+
+        # agent axis is -2 of prompt/action fields, -1 of plen: move it first for vmap
+        to_front = lambda x, ax: jnp.moveaxis(x, ax, 0)  # noqa: E731
+        lp, ent, value = jax.vmap(one_agent)(
+            agents_tr, agent_scale, to_front(batch.prompt, -2), to_front(batch.prompt_len, -1),
+            to_front(batch.action, -2), to_front(batch.action_mask, -2),
+        )
+        return jnp.moveaxis(lp, 0, -2), jnp.moveaxis(ent, 0, -2), jnp.moveaxis(value, 0, -1)
+
+    # ---- optimizer over the adapters and value head only --------------------------------------------
+    def make_tx(hp: LMHParams):
+        return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), optax.adam(hp.lr, eps=1e-5))
+
+    def init(key: jax.Array, hp: LMHParams) -> LMRunnerState:
+        key, k_init = jax.random.split(key)
+        trainable = policy.init_trainable(k_init, num_agents=num_slots)
+        return LMRunnerState(trainable, make_tx(hp).init(trainable), key, jnp.zeros((), jnp.int32))
+
+    # ---- one update ------------------------------------------------------------------------------------
+    def rollout(key, base, trainable, env_ids):
+        per_env = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(env_ids)  # noqa: E731
+        k_reset, k_turns = jax.random.split(key)
+        group_keys = jax.vmap(lambda i: jax.random.fold_in(k_reset, i))(env_ids // group)
+        obs, env_state = jax.vmap(env.reset)(group_keys)
+
+        def turn(carry, t):
+            env_state, obs, alive = carry
+            k_act, k_env = jax.random.split(jax.random.fold_in(k_turns, t))
+            sample = act(per_env(k_act), base, trainable, obs.tokens, obs.length)
+            active = jax.vmap(env.active)(env_state)  # [N, A]
+            length = sample.mask.sum(-1).astype(jnp.int32)
+            action = TextAction(tokens=jnp.where(sample.mask, sample.tokens, tokenizer.pad_id), length=length)
+            next_obs, env_state2, reward, term, trunc, info = jax.vmap(env.step)(per_env(k_env), env_state, action)
+            done = jnp.all(term | trunc, axis=-1) & alive
+            rec = Turns(
+                prompt=obs.tokens, prompt_len=obs.length, action=action.tokens, action_mask=sample.mask,
+                logprob=sample.logprobs, value=sample.value, reward=reward * alive[:, None], alive=alive,
+                acts=active & alive[:, None] & learn[None, :], done=done,
+                info={k: v for k, v in info.items() if jnp.ndim(v) <= 2},
+            )
+            return (env_state2, next_obs, alive & ~done), rec
+
+        alive0 = jnp.ones((env_ids.shape[0],), bool)
+        _, turns = jax.lax.scan(turn, (env_state, obs, alive0), jnp.arange(num_turns))
+        return turns
+
+    def advantages(turns: Turns, hp: LMHParams, axis_name):
+        """Per-turn advantages [T, N, A] and value targets [T, N, A]."""
+        alive = turns.alive[..., None].astype(jnp.float32)
+        if algo == "ppo":
+            values = turns.value * alive
+            next_values = jnp.concatenate([values[1:], jnp.zeros_like(values[:1])]) * (1.0 - turns.done[..., None])
+            end = jnp.broadcast_to(turns.done[..., None] | ~turns.alive[..., None], values.shape)
+            adv, ret = gae(turns.reward, values, next_values, end, end, hp.gamma, hp.gae_lambda)
+            return adv, ret
+        returns = turns.reward.sum(0)  # [N, A] episode return per agent
+        grouped = jnp.moveaxis(returns.reshape(-1, group, num_agents), -1, 0)  # [A, N/G, G]
+        if algo == "grpo":
+            a = grpo.group_advantages(grouped, normalize_std=config.grpo_normalize_std)
+        else:
+            a = rloo.rloo_advantages(grouped)
+        adv = jnp.moveaxis(a, 0, -1).reshape(returns.shape)  # [N, A]
+        adv = jnp.broadcast_to(adv[None], turns.reward.shape)
+        return adv, jnp.zeros_like(adv)
+
+    def loss_fn(trainable, base, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name):
+        logprob, entropy, value = score(base, trainable, mb_turns)
+        token_mask = mb_turns.action_mask & mb_turns.acts[..., None]  # [B, N, A, M]
+        token_adv = jnp.broadcast_to(adv[..., None], logprob.shape)
+        metrics = {}
+        if use_kl:
+            ref_lp, _, _ = score(base, trainable, mb_turns, reference=True)
+            ref_lp = jax.lax.stop_gradient(ref_lp)
+        else:
+            ref_lp = None
+        if algo == "ppo":
+            # policy: token-level clipped surrogate with turn-level advantages; value: one per turn
+            coefs = PPOCoefs(hp.clip_eps, 0.0, hp.ent_coef, clip_value=False, normalize_advantages=True)
+            pl, metrics = ppo_loss(logprob, mb_turns.logprob, token_adv, jnp.zeros_like(logprob),
+                                   jnp.zeros_like(logprob), jnp.zeros_like(logprob), entropy, coefs,
+                                   mask=token_mask, axis_name=axis_name)
+            value_mask = jnp.broadcast_to(mb_turns.alive[..., None], value.shape)
+            vl = 0.5 * shard_mean(jnp.square(value - ret), value_mask, axis_name)
+            loss = pl + hp.vf_coef * vl
+            metrics = {**metrics, "value_loss": vl}
+        elif algo == "grpo":
+            loss, metrics = grpo.grpo_loss(logprob, mb_turns.logprob, token_adv, token_mask, None,
+                                           clip_eps=hp.clip_eps, aggregation=config.grpo_aggregation,
+                                           max_len=logprob.shape[-1], axis_name=axis_name)
+        else:
+            loss, metrics = rloo.rloo_loss(logprob, token_adv, token_mask, axis_name=axis_name)
+        if use_kl:
+            kl_term = kl.mean_kl(logprob, ref_lp, token_mask, kind=config.kl_estimator, axis_name=axis_name)
+            loss = loss + hp.kl_coef * kl_term
+            metrics = {**metrics, "kl_ref": kl_term}
+        return loss, metrics
+
+    def update(state: LMRunnerState, hp: LMHParams, base, axis_name: str | None = None):
+        key, k_roll, k_epochs = jax.random.split(state.key, 3)
+        n_local = num_envs if axis_name is None else num_envs // jax.lax.psum(1, axis_name)
+        env_ids = global_index(n_local, axis_name)
+        turns = rollout(k_roll, base, state.trainable, env_ids)
+        adv, ret = advantages(turns, hp, axis_name)
+        tx = make_tx(hp)
+
+        def minibatch_step(carry, batch):
+            trainable, opt_state = carry
+            mb_turns, mb_adv, mb_ret = batch
+            grads, metrics = jax.grad(loss_fn, has_aux=True)(trainable, base, mb_turns, mb_adv, mb_ret, hp, axis_name)
+            if axis_name is not None:
+                grads, metrics = jax.lax.psum((grads, metrics), axis_name)
+            updates, opt_state = tx.update(grads, opt_state, trainable)
+            return (optax.apply_updates(trainable, updates), opt_state), metrics
+
+        def epoch(carry, epoch_key):
+            # every env shuffles its own turns; minibatch k takes slice k of each env's order
+            perms = jax.vmap(lambda i: jax.random.permutation(jax.random.fold_in(epoch_key, i), num_turns))(env_ids)
+            data = (turns._replace(info={}), adv, ret)
+            shuffled = jax.tree.map(lambda x: _gather_turns(x, perms), data)
+            minibatches = jax.tree.map(lambda x: x.reshape(mb, num_turns // mb, *x.shape[1:]), shuffled)
+            return jax.lax.scan(minibatch_step, carry, minibatches)
+
+        (trainable, opt_state), loss_metrics = jax.lax.scan(
+            epoch, (state.trainable, state.opt_state), jax.random.split(k_epochs, config.update_epochs)
+        )
+        metrics = {k: v.mean() for k, v in loss_metrics.items()}
+        metrics.update(_episode_metrics(turns, learn, axis_name))
+        return LMRunnerState(trainable, opt_state, key, state.update_step + 1), metrics
+
+    state_specs = LMRunnerState(trainable=P(), opt_state=P(), key=P(), update_step=P())
+    return LMTrainer(env, config, LMHParams.from_config(config), policy, base, init, update, state_specs,
+                     num_updates, tokenizer)
+
+
+def _gather_turns(x: jax.Array, perms: jax.Array) -> jax.Array:
+    """x [T, N, ...] reordered per env along turns by perms [N, T]."""
+    idx = perms.T.reshape(perms.shape[1], perms.shape[0], *([1] * (x.ndim - 2)))
+    return jnp.take_along_axis(x, idx, axis=0)
+
+
+def _episode_metrics(turns: Turns, learn: jax.Array, axis_name: str | None) -> dict:
+    """Mean episode return (learning agents), success rate (a positive return), turns and tokens per turn."""
+
+    def total(x):
+        x = jnp.sum(x)
+        return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+    n = total(jnp.ones(turns.alive.shape[1:]))
+    returns = turns.reward.sum(0)  # [N, A]
+    learners = jnp.maximum(learn.sum(), 1)
+    per_env = (returns * learn).sum(-1) / learners
+    acting = turns.acts.astype(jnp.float32)
+    tokens = (turns.action_mask.sum(-1) * acting).sum()
+    out = {
+        "episode_return": total(per_env) / n,
+        "success_rate": total((per_env > 0).astype(jnp.float32)) / n,
+        "episode_turns": total(turns.alive.sum(0)) / n,
+        "tokens_per_turn": total(tokens) / jnp.maximum(total(acting.sum()), 1.0),
+    }
+    if "format_error" in turns.info:
+        fe = turns.info["format_error"]
+        fe = fe if fe.ndim == 3 else fe[..., None]
+        out["format_error_rate"] = total((fe * turns.acts).astype(jnp.float32)) / jnp.maximum(total(acting.sum()), 1.0)
+    return out
+
+
+def sharded_chunk(trainer: LMTrainer, mesh, num_updates: int):
+    """jit(shard_map(scan of updates)) with the base weights as a replicated argument (never a constant)."""
+
+    def chunk(runner, hp, base):
+        return jax.lax.scan(lambda r, _: trainer.update(r, hp, base, axis_name=DATA), runner, None, length=num_updates)
+
+    fn = jax.jit(shard_over_data(chunk, mesh, in_specs=(trainer.state_specs, P(), P()),
+                                 out_specs=(trainer.state_specs, P())), donate_argnums=0)
+    base = trainer.base
+    return lambda runner, hp: fn(runner, hp, base)

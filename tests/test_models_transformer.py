@@ -1,0 +1,85 @@
+"""Decoder internals that need no reference model: presets, NNX face, attention backends, rope scaling."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from jaxmarl_llm.models import attention, config, hf, rope, transformer
+
+
+@pytest.mark.parametrize("name", sorted(config.PRESETS))
+def test_presets_have_the_parameter_count_transformers_builds(name):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = config.PRESETS[name]
+    hf_cfg = transformers.AutoConfig.for_model(**hf.config_to_hf(cfg))
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf_cfg)
+    shapes = jax.tree.leaves(transformer.param_shapes(cfg), is_leaf=lambda x: isinstance(x, tuple))
+    ours = sum(int(np.prod(s)) for s in shapes)
+    assert ours == sum(p.numel() for p in model.parameters())
+    assert hf.config_from_hf(hf.config_to_hf(cfg)) == cfg
+
+
+def test_qwen3_06b_size():
+    shapes = transformer.param_shapes(config.PRESETS["qwen3-0.6b"])
+    n = sum(int(np.prod(s)) for s in jax.tree.leaves(shapes, is_leaf=lambda x: isinstance(x, tuple)))
+    assert 590e6 < n < 600e6  # Qwen3-0.6B: 0.6B total with tied embeddings
+
+
+def test_nnx_module_split_merge_matches_pure_forward():
+    cfg = config.tiny("qwen3")
+    model = transformer.DecoderLM(cfg, rngs=nnx.Rngs(0))
+    graphdef, state = nnx.split(model)
+    tokens = jnp.arange(12, dtype=jnp.int32).reshape(2, 6)
+
+    @jax.jit
+    def run(state, tokens):
+        return nnx.merge(graphdef, state)(tokens)[0]
+
+    pure = transformer.forward(nnx.to_pure_dict(state)["params"], tokens, cfg)[0]
+    np.testing.assert_allclose(np.asarray(run(state, tokens)), np.asarray(pure), atol=1e-6)
+
+
+def test_attention_backend_switch():
+    q = jnp.ones((1, 2, 4, 8))
+    k = v = jnp.ones((1, 2, 2, 8))
+    pos = jnp.arange(2)[None]
+    assert attention.attention(q, k, v, pos, backend="xla").shape == (1, 2, 4, 8)
+    with pytest.raises(NotImplementedError, match="pallas"):
+        attention.attention(q, k, v, pos, backend="pallas")
+    with pytest.raises(ValueError, match="unknown attention backend 'flash'"):
+        attention.attention(q, k, v, pos, backend="flash")
+
+
+def test_attention_is_causal_and_grouped():
+    rs = np.random.RandomState(0)
+    q, k, v = rs.randn(2, 5, 4, 8), rs.randn(2, 5, 2, 8), rs.randn(2, 5, 2, 8)
+    out = np.asarray(attention.attention(*map(jnp.asarray, (q, k, v)), jnp.broadcast_to(jnp.arange(5), (2, 5))))
+    for h in range(4):  # naive per-head reference: query head h reads kv head h // 2
+        s = np.einsum("btd,bsd->bts", q[:, :, h], k[:, :, h // 2]) / np.sqrt(8)
+        s = np.where(np.tril(np.ones((5, 5), bool)), s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        ref = np.einsum("bts,bsd->btd", p / p.sum(-1, keepdims=True), v[:, :, h // 2])
+        np.testing.assert_allclose(out[:, :, h], ref, atol=1e-5)
+
+
+def test_llama3_rope_scaling_matches_transformers():
+    pytest.importorskip("torch")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    import transformers
+
+    cfg = config.PRESETS["llama-3.2-1b"]
+    hf_cfg = transformers.LlamaConfig(**{k: v for k, v in hf.config_to_hf(cfg).items() if k != "architectures"})
+    ref, scale = ROPE_INIT_FUNCTIONS["llama3"](hf_cfg, "cpu")
+    assert scale == 1.0
+    np.testing.assert_allclose(rope.inv_freq(cfg), ref.numpy(), rtol=1e-6)
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="family='gpt2'"):
+        config.ModelConfig(family="gpt2")
+    with pytest.raises(ValueError, match="num_kv_heads=3"):
+        config.ModelConfig(num_heads=4, num_kv_heads=3)

@@ -1,0 +1,219 @@
+"""Scripted optimal play earns the maximum; every game runs under jit + vmap(256) for 1,000 random episodes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmarl_llm.envs import core
+from jaxmarl_llm.envs.registry import make
+from jaxmarl_llm.envs.text import datasets
+from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.envs.text.cooperative_writing import band_reward
+from jaxmarl_llm.envs.text.guess_number import GuessNumber, secret_split
+from jaxmarl_llm.envs.text.twenty_questions import TwentyQuestions
+
+
+def _binary_search(env, secret):
+    _, s = env.reset_to(secret)
+
+    def body(carry, k):
+        s, lo, hi, ret, turns = carry
+        mid = (lo + hi) // 2
+        _, s2, r, term, trunc, info = env.step(k, s, env.guess_action(mid))
+        live = ~s.done
+        lo = jnp.where(live & (mid < s.secret), mid + 1, lo)  # the env answered "too low"
+        hi = jnp.where(live & (mid > s.secret), mid - 1, hi)
+        return (s2, lo, hi, ret + r[0], turns + live), None
+
+    init = (s, jnp.int32(0), jnp.int32(1023), jnp.float32(0), jnp.int32(0))
+    (s, _, _, ret, turns), _ = jax.lax.scan(body, init, jax.random.split(jax.random.PRNGKey(0), 12))
+    return ret, turns, s.done
+
+
+def test_binary_search_solves_guess_number():
+    secrets = jnp.arange(1024)
+    # 10 turns (the spec): k three-way answers certify at most 2**k - 1 numbers, so 1023 of 1024 is the optimum
+    env = GuessNumber(split="all")
+    ret, turns, done = jax.jit(jax.vmap(lambda x: _binary_search(env, x)))(secrets)
+    assert bool(done.all()) and int((ret == 1).sum()) == 1023 and int(turns.max()) == 10
+    # with 11 turns every secret is found, never in more than 11
+    env11 = GuessNumber(split="all", max_turns=11)
+    ret, turns, done = jax.jit(jax.vmap(lambda x: _binary_search(env11, x)))(secrets)
+    assert bool((ret == 1).all()) and int(turns.max()) == 11
+
+
+def test_guess_number_split_and_penalties():
+    split = secret_split()
+    assert len(split["train"]) + len(split["test"]) == 1024 and not set(split["train"]) & set(split["test"])
+    env = GuessNumber(split="test")
+    secrets = jax.vmap(lambda k: env.reset(k)[1].secret)(jax.random.split(jax.random.PRNGKey(0), 500))
+    assert set(np.asarray(secrets).tolist()) <= set(split["test"].tolist())
+    _, s = env.reset_to(3)
+    bad = TextAction(jnp.zeros((1, env.max_action_tokens), jnp.int32), jnp.zeros((1,), jnp.int32))
+    total = 0.0
+    for t in range(10):
+        _, s, r, term, trunc, info = env.step(jax.random.PRNGKey(t), s, bad)
+        total += float(r[0])
+    assert total == -10.0 and bool(trunc[0]) and not bool(term[0])
+    assert env.render(s)[0].count("Invalid.") == 10
+    _, s2, r, *_ = env.step(jax.random.PRNGKey(0), s, bad)  # finished episodes are absorbing
+    assert float(r[0]) == 0.0 and int(s2.length[0]) == int(s.length[0])
+
+
+def test_twenty_questions_data_is_well_formed():
+    words, cats, answers = datasets.nouns()
+    names, texts = datasets.questions()
+    assert len(words) >= 150 and len(set(words)) == len(words)
+    assert answers.shape == (len(words), len(names))
+    assert len({tuple(r) for r in answers}) == len(words)  # every word has a distinct answer vector
+    i = words.index("dog")
+    assert answers[i, names.index("animal")] and answers[i, names.index("mammal")] and not answers[i, names.index("fly")]
+    j = words.index("airplane")
+    assert answers[j, names.index("vehicle")] and answers[j, names.index("fly")] and not answers[j, names.index("animal")]
+
+
+def test_halving_strategy_finds_every_word():
+    env = TwentyQuestions()
+    table = env.answers  # [W, Q]
+    n_words = table.shape[0]
+
+    def play(secret):
+        _, s = env.reset_to(secret)
+
+        def body(carry, k):
+            s, cand, asked, ret, turns = carry
+            count = cand.sum()
+            yes = (table & cand[:, None]).sum(0)  # [Q]
+            balance = jnp.where(asked, n_words, jnp.abs(2 * yes - count))
+            q = jnp.argmin(balance)
+            one_left = count == 1
+            ask, guess = env.ask_action(q), env.guess_action(jnp.argmax(cand))
+            action = jax.tree.map(lambda a, b: jnp.where(one_left, b, a), ask, guess)
+            _, s2, r, term, trunc, info = env.step(k, s, action)
+            live = ~s.done
+            answer = info["answer"][0]  # what the env said: 1 yes, 0 no
+            keep = jnp.where(answer == 1, table[:, q], ~table[:, q])
+            cand = jnp.where(live & ~one_left, cand & keep, cand)
+            asked = asked.at[q].set(asked[q] | ~one_left)
+            return (s2, cand, asked, ret + r[0], turns + live), None
+
+        init = (s, jnp.ones((n_words,), bool), jnp.zeros((table.shape[1],), bool), jnp.float32(0), jnp.int32(0))
+        (s, _, _, ret, turns), _ = jax.lax.scan(body, init, jax.random.split(jax.random.PRNGKey(0), 20))
+        return ret, turns
+
+    ret, turns = jax.jit(jax.vmap(play))(jnp.arange(n_words))
+    assert bool((ret == 1).all()), np.asarray(env.words)[np.asarray(ret) != 1]
+    assert int(turns.max()) <= 20
+
+
+def test_twenty_questions_lm_answerer_slot():
+    env = TwentyQuestions(answerer="lm")
+    _, s = env.reset_to(datasets.nouns()[0].index("cat"))
+    assert "The secret word is: cat." in env.render(s)[1]
+    codec = env.codec
+
+    def act(q, a):
+        rows = [codec.encode(q), codec.encode(a)]
+        m = env.max_action_tokens
+        return TextAction(jnp.asarray([(r + [codec.pad_id] * m)[:m] for r in rows]), jnp.asarray([len(r) for r in rows]))
+
+    _, s, r, *_ = env.step(jax.random.PRNGKey(0), s, act("Ask: does it purr?", "ignored"))
+    assert s.active.tolist() == [False, True] and "does it purr?\nAnswer: " in env.render(s)[1]
+    _, s, r, *_ = env.step(jax.random.PRNGKey(0), s, act("ignored", "Yes, it does."))
+    assert s.active.tolist() == [True, False] and env.render(s)[0].endswith("Ask: does it purr?\nYes.\n")
+    _, s, r, term, *_ = env.step(jax.random.PRNGKey(0), s, act("Guess: cat", ""))
+    assert r.tolist() == [1.0, 1.0] and bool(term.all())
+
+
+def test_cooperative_writing_band():
+    r = band_reward(jnp.array([1.0, 2.0, 2.5, 3.0, 4.0]), 2.0, 3.0, 1.0)
+    np.testing.assert_allclose(np.asarray(r), [np.exp(-1), 1, 1, 1, np.exp(-1)], rtol=1e-6)
+
+
+def test_arithmetic_checked_answer():
+    env = make("text/arithmetic", num_agents=4)
+    _, s = env.reset(jax.random.PRNGKey(0))
+    _, _, r, term, _, info = env.step(jax.random.PRNGKey(0), s, env.make_action(env.answers, jnp.clip(s.answer, -999, 999) + 999))
+    in_range = np.abs(np.asarray(s.answer)) <= 999
+    assert (np.asarray(r)[in_range] == 1).all() and bool(term.all())
+    text = env.render(s)[0]
+    expr = text.split("Problem: ")[1].split(" = ?")[0]
+    assert eval(expr) == int(s.answer[0])  # the rendered problem is the checked one
+
+
+GAMES = {  # name: (kwargs, steps so that 256 envs finish >= 1,000 episodes)
+    "text/guess_number": ({}, 48),
+    "text/tic_tac_toe": ({}, 48),
+    "text/twenty_questions": ({}, 88),
+    "text/twenty_questions_lm": ({"answerer": "lm"}, 170),
+    "text/debate": ({}, 24),
+    "text/debate_lm": ({"judge": "lm"}, 28),
+    "text/cooperative_writing": ({}, 12),
+    "text/arithmetic": ({"num_agents": 2}, 8),
+    "text/tokenized_mpe": ({}, 110),
+}
+
+
+@pytest.mark.parametrize("name", list(GAMES))
+def test_random_play_jit_vmap_1000_episodes(name):
+    """256 envs under jit + vmap with auto-reset play >= 1,000 episodes; half the actions are random junk tokens."""
+    kwargs, steps = GAMES[name]
+    base = make(name.removesuffix("_lm"), **kwargs)
+    env = core.wrap_for_training(base)
+    n = 256
+    vocab = base.action_space.vocab_size
+    m = base.action_space.capacity
+
+    def body(carry, k):
+        state, episodes = carry
+        k1, k2, k3, k4 = jax.random.split(k, 4)
+        inner = state.env_state
+        good = jax.vmap(base.random_action)(jax.random.split(k1, n), inner)
+        junk = TextAction(jax.random.randint(k2, good.tokens.shape, 0, vocab), jax.random.randint(k3, good.length.shape, -2, m + 5))
+        use_junk = jax.random.uniform(k4, (n, 1)) < 0.5
+        action = jax.tree.map(lambda g, j: jnp.where(use_junk.reshape(use_junk.shape + (1,) * (g.ndim - 2)), j, g), good, junk)
+        obs, state, r, term, trunc, info = jax.vmap(env.step)(jax.random.split(k, n), state, action)
+        ok = jnp.isfinite(r).all() & (obs.length >= 0).all() & (obs.length <= base.observation_space.capacity).all()
+        return (state, episodes + info["returned_episode"].sum()), ok
+
+    @jax.jit
+    def run(key):
+        _, state = jax.vmap(env.reset)(jax.random.split(key, n))
+        return jax.lax.scan(body, (state, jnp.int32(0)), jax.random.split(key, steps))
+
+    (state, episodes), ok = run(jax.random.PRNGKey(0))
+    assert bool(ok.all())
+    assert int(episodes) >= 1000, int(episodes)
+
+
+def test_tokenized_mpe_quantizes_and_reads_actions():
+    from jaxmarl_llm.envs.text.tokenized_mpe import TokenizedMPE, quantize
+
+    env = TokenizedMPE("mpe/simple_spread", bins=8)
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    levels = np.asarray(quantize(state.inner_obs, 8, -2.0, 2.0))
+    for a, text in enumerate(env.render(state)):
+        numbers = [int(x) for x in text.split("\n")[1].split()]
+        assert numbers == levels[a].tolist()
+    words = ["up", "Left!", "nonsense"]
+    m = env.max_action_tokens
+    rows = [env.codec.encode(w) for w in words]
+    action = TextAction(jnp.asarray([(r + [0] * m)[:m] for r in rows]), jnp.asarray([len(r) for r in rows]))
+    ids, bad = env.parse_actions(action)
+    assert ids.tolist() == [4, 1, 0] and bad.tolist() == [False, False, True]
+    _, _, reward, _, _, info = env.step(jax.random.PRNGKey(1), state, action)
+    assert info["format_error"].tolist() == [False, False, True]
+
+
+def test_transcript_overflow_is_a_truncation():
+    probe = GuessNumber()
+    cap = int(probe.init_length[0]) + 30
+    env = GuessNumber(capacity=cap)
+    _, s = env.reset_to(1000)
+    _, s, r, term, trunc, info = env.step(jax.random.PRNGKey(0), s, env.guess_action(jnp.int32(1)))
+    assert not bool(trunc[0])  # "Guess: 1" + "Too low." fits
+    _, s, r, term, trunc, info = env.step(jax.random.PRNGKey(0), s, env.guess_action(jnp.int32(2)))
+    assert bool(trunc[0]) and not bool(term[0]) and int(s.length[0]) == cap and bool(s.overflow[0])
+    text = env.render(s)[0]
+    assert "Guess: 1\nToo low.\nGuess: 2" in text and not text.endswith("Too low.\n")  # cut mid-feedback
