@@ -78,6 +78,7 @@ def forward_agents(params: Params, lora: Params, tokens: jax.Array, cfg: ModelCo
 forward_agents_jit = jax.jit(forward_agents, static_argnames=("cfg", "lcfg"))
 
 
+@functools.partial(jax.jit, static_argnames=("cfg", "lcfg"))
 def merge(params: Params, lora: Params, cfg: ModelConfig, lcfg: LoraConfig) -> Params:
     """Base params with one agent's adapter folded into the kernels (for export or fast serving)."""
     layers = dict(params["layers"])
