@@ -21,9 +21,12 @@ def test_sweep_rows_match_single_runs(tmp_path):
     trainer = mlp_ppo.make_train(config)
     rows, hparams, keys = make_grid(trainer.hparams, {"lr": [1e-3, 5e-3], "ent_coef": [0.0, 0.05]}, seeds=2, base_seed=3)
     assert len(rows) == 8 and hparams.lr.shape == (8,)
+    assert {(r["lr"], r["ent_coef"], r["seed"]) for r in rows} == {
+        (lr, ent, seed) for lr in (1e-3, 5e-3) for ent in (0.0, 0.05) for seed in (3, 4)}
     result = run_sweep(trainer, rows, hparams, keys, 128, str(tmp_path), updates_per_chunk=3, progress=False)
     assert result["curves"].shape == (8, 4)
-    for i in (0, 5):
+    assert not np.allclose(result["curves"][0], result["curves"][7])  # rows really differ
+    for i in (5,):
         single = trainer.hparams._replace(lr=hparams.lr[i], ent_coef=hparams.ent_coef[i])
         _, metrics = jax.jit(trainer.train)(keys[i], single)
         np.testing.assert_allclose(result["curves"][i], metrics["team_return"], rtol=1e-4, atol=1e-3)

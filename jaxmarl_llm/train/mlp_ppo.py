@@ -71,7 +71,7 @@ class Transition(NamedTuple):
     reward: jax.Array  # [N, A]
     terminated: jax.Array  # [N, A]
     episode_end: jax.Array  # [N, A]
-    next_critic_in: jax.Array  # critic input of the true next state (before auto-reset)
+    final_value: jax.Array  # [N, A] V of the true next state where the episode ended (before auto-reset)
     active: jax.Array  # [N, A]
     info: dict
 
@@ -182,16 +182,22 @@ def make_train(config, env: Env | None = None) -> Trainer:
                 per_env(k_env), env_state, env_action
             )
             end = jnp.broadcast_to(info["episode_done"][:, None], reward.shape)
-            next_critic_in = info["final_world_state"] if centralized else info["final_obs"]
+            # V(true last state) is needed only where an episode ended; most steps skip the critic pass
+            final_in = info["final_world_state"] if centralized else info["final_obs"]
+            final_value = jax.lax.cond(
+                jnp.any(info["episode_done"]), lambda: value_fn(runner.params, final_in), lambda: jnp.zeros_like(value)
+            )
             stats = {k: info[k] for k in ("returned_episode", "returned_episode_team_return", "returned_episode_length")}
-            t = Transition(obs, critic_in, action, log_prob, value, reward, terminated, end, next_critic_in, active, stats)
+            t = Transition(obs, critic_in, action, log_prob, value, reward, terminated, end, final_value, active, stats)
             return (next_state, next_obs), t
 
         (env_state, obs), traj = jax.lax.scan(
             env_step, (runner.env_state, runner.obs), jax.random.split(k_rollout, num_steps)
         )  # traj: [T, N, ...]
 
-        next_values = value_fn(runner.params, traj.next_critic_in)  # [T, N, A]
+        last_value = value_fn(runner.params, critic_input(obs, env_state))  # [N, A]
+        next_values = jnp.concatenate([traj.value[1:], last_value[None]])  # [T, N, A]
+        next_values = jnp.where(traj.episode_end, traj.final_value, next_values)
         advantages, returns = gae(
             traj.reward, traj.value, next_values, traj.terminated, traj.episode_end, hp.gamma, hp.gae_lambda
         )
