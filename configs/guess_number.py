@@ -1,8 +1,17 @@
 """One LM agent plays guess-the-number (0..1023, 10 turns) with GRPO over groups sharing a secret.
 
-From a random tiny model this game needs a warm start (the agent must first
-learn the `Guess: N` format); start from a checkpoint with
-`--config.model.checkpoint=... --config.tokenizer=...`.
+A random tiny model never writes `Guess: N`, so GRPO from scratch gets no
+signal: warm-start it with SFT on scripted binary-search transcripts first.
+The two-step recipe (2 CPU cores):
+
+    python experiments/train.py --config=configs/sft_guess_number.py
+    python experiments/train.py --config=configs/guess_number.py \\
+        --config.model.checkpoint=runs/sft_guess_number/model
+
+Step 2 puts LoRA adapters on the SFT model (a local HF folder, char tokenizer)
+and reports greedy success and turns on the held-out secrets at the end
+(runs/guess_number/eval.json). Any other HF checkpoint works the same way with
+`--config.tokenizer=<its tokenizer folder>`.
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults
@@ -11,11 +20,14 @@ from jaxmarl_llm.train.config import lm_rl_defaults
 def get_config():
     c = lm_rl_defaults()
     c.env_name = "text/guess_number"
-    c.env_kwargs = {"capacity": 768, "max_action_tokens": 12}
+    c.env_kwargs = {"capacity": 384, "max_action_tokens": 12}  # 10 well-formed turns fit in 366 tokens
+    c.model.checkpoint = "runs/sft_guess_number/model"
     c.algo = "grpo"
     c.num_turns = 10
     c.num_envs = 16
     c.group_size = 8
-    c.total_episodes = 16 * 200
+    c.total_episodes = 16 * 100
+    c.lr = 5e-4
+    c.eval_episodes = 205  # every held-out secret once, greedy
     c.run.out_dir = "runs/guess_number"
     return c

@@ -139,6 +139,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.algo = "grpo"  # "ppo" (value head + GAE over turns), "grpo", "rloo"
     c.share_policy = True  # one adapter for every learning agent, or one per agent
     c.frozen_agents = ()  # agent indices played by the bare base model and never trained
+    # agent index -> the game's built-in player ("random" | "minimax"), e.g. "1:minimax"; never trained
+    c.scripted_agents = ""
+    # self-play against P frozen snapshots of the learner (0 = off); the oldest is replaced every K updates
+    c.opponent_pool = ml_collections.ConfigDict({"size": 0, "refresh_every": 10})
     c.seed = 0
     c.num_envs = 16  # episodes per update
     c.group_size = 4  # envs sharing a seed (GRPO/RLOO groups); 1 for PPO
@@ -157,6 +161,7 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.max_grad_norm = 1.0
     c.grpo_normalize_std = True  # False: Dr.GRPO advantages
     c.grpo_aggregation = "sequence"  # "token", "sequence", "sequence_sum", "constant" (Dr.GRPO)
+    c.eval_episodes = 0  # greedy episodes on the held-out split after training (0 = skip; train/evaluate.py)
     c.mesh = ml_collections.ConfigDict({"num_devices": 0})
     c.run = ml_collections.ConfigDict(
         {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
@@ -181,6 +186,78 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
              f"{config.num_envs} must be a multiple of num_devices x group_size = {n_dev} x {config.group_size}")
     _require(config.total_episodes >= config.num_envs, "total_episodes", "is less than one update (num_envs episodes)")
     _require(config.kl_estimator in ("k1", "k2", "k3"), "kl_estimator", "must be k1, k2 or k3")
+    try:
+        from jaxmarl_llm.train.lm_rl import parse_agent_map
+
+        kinds = parse_agent_map(config.scripted_agents)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"config.scripted_agents: {err}; write e.g. '1:minimax'") from None
+    for agent, kind in kinds.items():
+        _require(kind in ("random", "minimax"), "scripted_agents", f"agent {agent}: kind must be random or minimax, got {kind!r}")
+    pool = config.opponent_pool
+    _require(isinstance(pool.size, int) and pool.size >= 0, "opponent_pool.size", f"must be an integer >= 0, got {pool.size!r}")
+    _require(isinstance(pool.refresh_every, int) and pool.refresh_every > 0, "opponent_pool.refresh_every",
+             f"must be a positive integer, got {pool.refresh_every!r}")
+    _require(pool.size == 0 or config.share_policy, "opponent_pool.size",
+             "a snapshot pool is self-play of one shared policy; set share_policy=True")
+    if config.model.checkpoint:
+        import os
+
+        _require(os.path.isdir(config.model.checkpoint), "model.checkpoint",
+                 f"{config.model.checkpoint!r} is not a folder; pass a local Hugging Face model folder")
+
+
+def sft_defaults() -> ml_collections.ConfigDict:
+    """SFT on scripted-teacher transcripts (train/sft.py): model, tokenizer and run groups as in lm_rl."""
+    import copy
+
+    rl = lm_rl_defaults()
+    c = ml_collections.ConfigDict()
+    c.trainer = "sft"
+    c.env_name = "text/guess_number"
+    c.env_kwargs = ml_collections.ConfigDict({})
+    c.tokenizer = "char"
+    c.model = copy.deepcopy(rl.model)
+    c.lora = copy.deepcopy(rl.lora)
+    c.sampling = copy.deepcopy(rl.sampling)  # only used by evaluation (which forces temperature 0)
+    c.train_base = True  # every base weight (from scratch); False: LoRA adapters only, merged on export
+    c.script_noise = 0.0  # chance per turn the teacher plays a random move (not a target) to show recovery
+    c.seed = 0
+    c.num_envs = 32  # teacher episodes per update (fresh each update)
+    c.num_turns = 10  # turns per episode (>= the game's turn limit)
+    c.total_episodes = 32 * 300
+    c.lr = 3e-3
+    c.max_grad_norm = 1.0
+    c.weight_decay = 0.0
+    c.warmup_updates = 20
+    c.anneal_lr = True  # cosine to 10% of lr at the end
+    c.eval_episodes = 0  # greedy episodes on the held-out split after training (0 = skip)
+    c.mesh = ml_collections.ConfigDict({"num_devices": 0})
+    c.run = copy.deepcopy(rl.run)
+    c.run.out_dir = "runs/sft"
+    c.resume = ""
+    return c
+
+
+def validate_sft(config: ml_collections.ConfigDict) -> None:
+    from jaxmarl_llm.train.scripted import SCRIPTS
+
+    check_keys(config, sft_defaults())
+    _require(config.env_name in registry.registered(), "env_name", f"unknown env; choose one of {registry.registered()}")
+    _require(config.env_name in SCRIPTS, "env_name",
+             f"no scripted teacher for {config.env_name!r}; SFT can use {sorted(SCRIPTS)}")
+    for key in ("num_envs", "num_turns", "total_episodes"):
+        _require(isinstance(config[key], int) and config[key] > 0, key, f"must be a positive integer, got {config[key]!r}")
+    _require(config.total_episodes >= config.num_envs, "total_episodes", "is less than one update (num_envs episodes)")
+    _require(0.0 <= float(config.script_noise) <= 1.0, "script_noise", f"must be in [0, 1], got {config.script_noise}")
+    for key in ("lr", "max_grad_norm"):
+        _require(float(config[key]) > 0, key, f"must be > 0, got {config[key]}")
+    _require(float(config.weight_decay) >= 0, "weight_decay", f"must be >= 0, got {config.weight_decay}")
+    _require(isinstance(config.eval_episodes, int) and config.eval_episodes >= 0, "eval_episodes",
+             "must be a non-negative integer")
+    n_dev = config.mesh.num_devices or len(jax.devices())
+    _require(n_dev <= len(jax.devices()), "mesh.num_devices", f"{n_dev} requested, {len(jax.devices())} visible")
+    _require(config.num_envs % n_dev == 0, "num_envs", f"{config.num_envs} must be a multiple of num_devices = {n_dev}")
     if config.model.checkpoint:
         import os
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from jaxmarl_llm.train import lm_rl, mlp_ppo
-from jaxmarl_llm.train.config import ConfigError, validate_lm_rl, validate_mlp_ppo
+import json
+import os
+
+from jaxmarl_llm.train import lm_rl, mlp_ppo, sft
+from jaxmarl_llm.train.config import ConfigError, validate_lm_rl, validate_mlp_ppo, validate_sft
 from jaxmarl_llm.train.runner import run_training
 
-TRAINERS = ("mlp_ppo", "lm_rl")
+TRAINERS = ("mlp_ppo", "lm_rl", "sft")
 
 
 def build(config):
@@ -20,9 +23,30 @@ def build(config):
         validate_lm_rl(config)
         trainer = lm_rl.make_train(config)
         return trainer, lm_rl.sharded_chunk, config.num_envs, "episode_return"
+    if kind == "sft":
+        validate_sft(config)
+        trainer = sft.make_train(config)
+        return trainer, lm_rl.sharded_chunk, config.num_envs, "move_accuracy"
     raise ConfigError(f"config.trainer: unknown trainer {kind!r}; choose one of {TRAINERS}")
 
 
 def train_from_config(config):
     trainer, chunk_fn, steps, headline = build(config)
-    return run_training(config, trainer, chunk_fn, steps, headline)
+    result = run_training(config, trainer, chunk_fn, steps, headline)
+    return after_training(config, trainer, result)
+
+
+def after_training(config, trainer, result: dict) -> dict:
+    """SFT: write the model to <out_dir>/model. LM runs with eval_episodes > 0: greedy held-out results."""
+    kind = config.get("trainer", "mlp_ppo")
+    if kind == "sft":
+        result["model_dir"] = trainer.export(result["state"], sft.model_dir(result["out_dir"]))
+        print(f"model written to {result['model_dir']} (RL from it: --config.model.checkpoint={result['model_dir']})")
+    if kind in ("lm_rl", "sft") and config.get("eval_episodes", 0) > 0:
+        from jaxmarl_llm.train.evaluate import evaluate_trainer
+
+        result["eval"] = evaluate_trainer(config, trainer, result["state"])
+        with open(os.path.join(result["out_dir"], "eval.json"), "w") as f:
+            json.dump(result["eval"], f, indent=2)
+        print("held-out greedy eval:", {k: round(v, 4) for k, v in result["eval"].items()})
+    return result

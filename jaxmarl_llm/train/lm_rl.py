@@ -26,6 +26,17 @@ limit), so there is no bootstrapping across updates. Agent slots: with
 slot a. Agents listed in `frozen_agents` (a judge, an answerer, a fixed
 opponent) act through the bare base model (adapter scale 0) and never enter a
 loss. The KL reference is the same base with adapters off: no weight copy.
+
+Opponents inside the same compiled rollout (their rows never enter a loss):
+  * `scripted_agents` ("1:minimax", or {1: "random"}): the game's built-in
+    `opponent_action(key, state, kind)` plays that seat; no LM runs for it.
+  * `opponent_pool.size = P` (self-play, shared policy, two seats): the runner
+    state holds P frozen snapshots of the learner's adapter, stacked [P, ...].
+    Each group of envs draws the learner's seat (the role is in the game's
+    prompt) and one snapshot for the other seat, from global group ids. Every
+    `opponent_pool.refresh_every` updates the learner's adapter overwrites the
+    oldest snapshot (a `where` inside the compiled update). Only the learner's
+    seat enters the loss.
 """
 
 from __future__ import annotations
@@ -74,6 +85,7 @@ class LMRunnerState:
     opt_state: Any
     key: jax.Array
     update_step: jax.Array
+    pool: Any = None  # opponent snapshots: lora leaves [P, ...] (None without a pool)
 
 
 class Turns(NamedTuple):
@@ -103,6 +115,26 @@ class LMTrainer(NamedTuple):
     state_specs: Any
     num_updates: int
     tokenizer: Any
+
+
+def parse_agent_map(value) -> dict[int, str]:
+    """`scripted_agents` as {agent index: kind}, from "1:minimax,0:random" or a mapping."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        items = [part.split(":", 1) for part in value.replace(" ", "").split(",") if part]
+        if any(len(kv) != 2 for kv in items):
+            raise ValueError(f"expected 'index:kind[,index:kind]', got {value!r}")
+        return {int(k): v for k, v in items}
+    return {int(k): str(v) for k, v in dict(value).items()}
+
+
+class Seats(NamedTuple):
+    """Who plays each (env, agent) seat in one rollout."""
+
+    learns: jax.Array  # [N, A] bool: the seat's tokens enter the loss
+    pick: jax.Array  # [N, A] int32: adapter row in concat(learner slots [S], pool [P])
+    scale: jax.Array  # [N, A] float32: 0 = bare base model
 
 
 def build_tokenizer(spec: str):
@@ -136,8 +168,13 @@ def make_train(config, env=None) -> LMTrainer:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
     cfg, base = build_model(config.model, tokenizer, config.model.init_seed)
     num_agents = env.num_agents
+    scripted = parse_agent_map(config.scripted_agents)
+    pool_size, refresh_every = int(config.opponent_pool.size), int(config.opponent_pool.refresh_every)
+    _check_seats(env, config, scripted, pool_size)
     frozen = np.zeros((num_agents,), bool)
     frozen[list(config.frozen_agents)] = True
+    is_scripted = np.zeros((num_agents,), bool)
+    is_scripted[list(scripted)] = True
     if config.share_policy:
         slot_of_agent = np.where(frozen, 1 if frozen.any() else 0, 0)
     else:
@@ -155,42 +192,77 @@ def make_train(config, env=None) -> LMTrainer:
     algo = config.algo
     use_kl = float(config.kl_coef) != 0.0
     mb = config.num_minibatches
-    learn = jnp.asarray(~frozen)  # [A]
+    static_learn = ~frozen & ~is_scripted  # [A] (with a pool the learner's seat is drawn per group instead)
+    lm_agents = np.flatnonzero(~is_scripted)  # seats an LM plays (scripted seats never run the model)
+    # seats scored in the loss; with a pool each env's learner seat is gathered into one column (slot 0)
+    loss_agents = np.zeros((1,), np.int64) if pool_size else np.flatnonzero(static_learn)
     agent_scale = jnp.asarray(np.where(frozen, 0.0, 1.0), jnp.float32)  # frozen agents: adapters off
     slots = jnp.asarray(slot_of_agent)
     num_updates = int(config.total_episodes // num_envs)
+    pad_id = tokenizer.pad_id
+    m_tokens = env.max_action_tokens
 
-    def per_agent(trainable):
-        """Slot-stacked trainable [S, ...] -> one entry per agent [A, ...] (a gather: grads flow back to slots)."""
-        return jax.tree.map(lambda x: x[slots], trainable)
+    def per_agent(trainable, agents):
+        """Slot-stacked trainable [S, ...] -> one entry per listed agent [A', ...] (a gather: grads flow back)."""
+        return jax.tree.map(lambda x: x[slots[agents]], trainable)
 
     def scaled(trainable_a, scale):
         """Adapters times `scale` (0 for frozen agents: exactly the base model)."""
         return {**trainable_a, "lora": jax.tree.map(lambda x: x * scale, trainable_a["lora"])}
 
-    # ---- acting: every (env, agent) generates from its own transcript ---------------------------
-    def act(key, base, trainable, tokens, length):  # tokens [N, A, L], length [N, A]
-        agents_tr = per_agent(trainable)
+    # ---- who plays each seat --------------------------------------------------------------------
+    def draw_seats(key, env_ids) -> Seats:
+        """Fixed seats, or (pool) the learner's seat and the opponent's snapshot drawn per global group id."""
+        n = env_ids.shape[0]
+        if not pool_size:
+            return Seats(jnp.broadcast_to(jnp.asarray(static_learn), (n, num_agents)),
+                         jnp.broadcast_to(slots, (n, num_agents)), jnp.broadcast_to(agent_scale, (n, num_agents)))
+        gid = env_ids // group
+        k_seat, k_snap = jax.random.split(key)
+        seat = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_seat, g), (), 0, num_agents))(gid)
+        snap = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_snap, g), (), 0, pool_size))(gid)
+        learns = jnp.arange(num_agents)[None, :] == seat[:, None]  # [N, A]
+        pick = jnp.where(learns, 0, num_slots + snap[:, None]).astype(jnp.int32)
+        return Seats(learns, pick, jnp.ones((n, num_agents), jnp.float32))
 
-        def one_env(k, tok, ln):
-            def one_agent(a, tr, t, n, s):
+    def acting_weights(trainable, pool, seats: Seats):
+        """(adapters, scales, per_env) for the LM seats: [A', ...] shared by envs, or [N, A', ...] with a pool."""
+        if not pool_size:
+            return per_agent(trainable, lm_agents), agent_scale[lm_agents], False
+        pick = seats.pick[:, lm_agents]  # [N, A']
+        bank = jax.tree.map(lambda s, p: jnp.concatenate([s, p]), trainable["lora"], pool)  # [S + P, ...]
+        value_slot = jnp.where(pick < num_slots, pick, 0)  # snapshots carry no value head; theirs is unused
+        adapters = {"lora": jax.tree.map(lambda x: x[pick], bank),
+                    "value_head": jax.tree.map(lambda x: x[value_slot], trainable["value_head"])}
+        return adapters, seats.scale[:, lm_agents], True
+
+    # ---- acting: every (env, LM seat) generates from its own transcript ---------------------------
+    def act(key, base, adapters, scale, per_env: bool, tokens, length):  # tokens [N, A', L], length [N, A']
+        agent_ids = jnp.asarray(lm_agents)
+
+        def one_env(k, tr_env, sc_env, tok, ln):
+            def one_agent(a, tr, s, t, n):
                 sample = policy.sample(jax.random.fold_in(k, a), base, scaled(tr, s), t[None], n[None])
                 return jax.tree.map(lambda x: x[0], sample)
 
-            return jax.vmap(one_agent)(jnp.arange(num_agents), agents_tr, tok, ln, agent_scale)
+            return jax.vmap(one_agent)(agent_ids, tr_env, sc_env, tok, ln)
 
-        return jax.vmap(one_env)(key, tokens, length)  # Sample fields [N, A, ...]
+        axis = 0 if per_env else None
+        return jax.vmap(one_env, in_axes=(0, axis, axis, 0, 0))(key, adapters, scale, tokens, length)  # [N, A', ...]
+
+    def take_agents(x: jax.Array, agents: np.ndarray, axis: int) -> jax.Array:
+        return x if len(agents) == num_agents else jnp.take(x, jnp.asarray(agents), axis=axis)
 
     # ---- scoring a batch of turns under the current (or reference) policy -------------------------
     def score(base, trainable, batch, reference: bool = False):
-        """batch fields [B, N, A, ...] -> logprob [B, N, A, M], entropy, value [B, N, A] (value at the prompt)."""
-        agents_tr = per_agent(trainable)
+        """batch fields [B, N, A_l, ...] (loss seats) -> logprob [B, N, A_l, M], entropy, value [B, N, A_l]."""
+        agents_tr = per_agent(trainable, loss_agents)
 
-        def one_agent(tr, s, prompt, plen, action, amask):
+        def one_agent(tr, prompt, plen, action, amask):
             lead = prompt.shape[:-1]
             flat = lambda x: x.reshape((-1,) + x.shape[len(lead):])  # noqa: E731
             tokens, lengths, mask = append_tokens(flat(prompt), flat(plen), flat(action), flat(amask))
-            lp, ent, values = policy.score(base, None if reference else scaled(tr, s), tokens, lengths, mask)
+            lp, ent, values = policy.score(base, None if reference else tr, tokens, lengths, mask)
             take = jax.vmap(lambda row, start: jax.lax.dynamic_slice(row, (start,), (action.shape[-1],)))
             out_lp = take(lp, flat(plen)).reshape(action.shape)
             out_ent = take(ent, flat(plen)).reshape(action.shape)
@@ -200,7 +272,7 @@ def make_train(config, env=None) -> LMTrainer:
         # agent axis is -2 of prompt/action fields, -1 of plen: move it first for vmap
         to_front = lambda x, ax: jnp.moveaxis(x, ax, 0)  # noqa: E731
         lp, ent, value = jax.vmap(one_agent)(
-            agents_tr, agent_scale, to_front(batch.prompt, -2), to_front(batch.prompt_len, -1),
+            agents_tr, to_front(batch.prompt, -2), to_front(batch.prompt_len, -1),
             to_front(batch.action, -2), to_front(batch.action_mask, -2),
         )
         return jnp.moveaxis(lp, 0, -2), jnp.moveaxis(ent, 0, -2), jnp.moveaxis(value, 0, -1)
@@ -212,35 +284,63 @@ def make_train(config, env=None) -> LMTrainer:
     def init(key: jax.Array, hp: LMHParams) -> LMRunnerState:
         key, k_init = jax.random.split(key)
         trainable = policy.init_trainable(k_init, num_agents=num_slots)
-        return LMRunnerState(trainable, make_tx(hp).init(trainable), key, jnp.zeros((), jnp.int32))
+        pool = None
+        if pool_size:  # every snapshot starts as the initial learner (B = 0: the base model)
+            pool = jax.tree.map(lambda x: jnp.broadcast_to(x[0], (pool_size, *x.shape[1:])), trainable["lora"])
+        return LMRunnerState(trainable, make_tx(hp).init(trainable), key, jnp.zeros((), jnp.int32), pool)
 
     # ---- one update ------------------------------------------------------------------------------------
-    def rollout(key, base, trainable, env_ids):
+    def rollout(key, base, trainable, pool, env_ids):
         per_env = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(env_ids)  # noqa: E731
         k_reset, k_turns = jax.random.split(key)
+        seats = draw_seats(jax.random.fold_in(k_reset, 0x5EA7), env_ids)
+        adapters, scale, per_env_weights = acting_weights(trainable, pool, seats)
         group_keys = jax.vmap(lambda i: jax.random.fold_in(k_reset, i))(env_ids // group)
         obs, env_state = jax.vmap(env.reset)(group_keys)
+        n = env_ids.shape[0]
 
-        def turn(carry, t):
+        def live_turn(carry, t):
             env_state, obs, alive = carry
             k_act, k_env = jax.random.split(jax.random.fold_in(k_turns, t))
-            sample = act(per_env(k_act), base, trainable, obs.tokens, obs.length)
+            tokens = jnp.full((n, num_agents, m_tokens), pad_id, jnp.int32)
+            mask = jnp.zeros((n, num_agents, m_tokens), bool)
+            logprob = jnp.zeros((n, num_agents, m_tokens), jnp.float32)
+            value = jnp.zeros((n, num_agents), jnp.float32)
+            if len(lm_agents):
+                s = act(per_env(k_act), base, adapters, scale, per_env_weights,
+                        take_agents(obs.tokens, lm_agents, 1), take_agents(obs.length, lm_agents, 1))
+                idx = jnp.asarray(lm_agents)
+                tokens, mask = tokens.at[:, idx].set(s.tokens), mask.at[:, idx].set(s.mask)
+                logprob, value = logprob.at[:, idx].set(s.logprobs), value.at[:, idx].set(s.value)
+            for a, kind in scripted.items():  # the game's own player; log-prob 0, never in a loss
+                k_opp = per_env(jax.random.fold_in(k_act, 1_000_003 + a))
+                scr = jax.vmap(lambda k, st: env.opponent_action(k, st, kind))(k_opp, env_state)  # [N, A, M]
+                tokens = tokens.at[:, a].set(scr.tokens[:, a])
+                mask = mask.at[:, a].set(jnp.arange(m_tokens)[None, :] < scr.length[:, a, None])
             active = jax.vmap(env.active)(env_state)  # [N, A]
-            length = sample.mask.sum(-1).astype(jnp.int32)
-            action = TextAction(tokens=jnp.where(sample.mask, sample.tokens, tokenizer.pad_id), length=length)
+            length = mask.sum(-1).astype(jnp.int32)
+            action = TextAction(tokens=jnp.where(mask, tokens, pad_id), length=length)
             next_obs, env_state2, reward, term, trunc, info = jax.vmap(env.step)(per_env(k_env), env_state, action)
             done = jnp.all(term | trunc, axis=-1) & alive
             rec = Turns(
-                prompt=obs.tokens, prompt_len=obs.length, action=action.tokens, action_mask=sample.mask,
-                logprob=sample.logprobs, value=sample.value, reward=reward * alive[:, None], alive=alive,
-                acts=active & alive[:, None] & learn[None, :], done=done,
+                prompt=obs.tokens, prompt_len=obs.length, action=action.tokens, action_mask=mask,
+                logprob=logprob, value=value, reward=reward * alive[:, None], alive=alive,
+                acts=active & alive[:, None] & seats.learns, done=done,
                 info={k: v for k, v in info.items() if jnp.ndim(v) <= 2},
             )
             return (env_state2, next_obs, alive & ~done), rec
 
-        alive0 = jnp.ones((env_ids.shape[0],), bool)
+        def turn(carry, t):
+            # once every local game has ended, later turns only record zeros (no model call)
+            def dead_turn(carry, t):
+                shapes = jax.eval_shape(live_turn, carry, t)[1]
+                return carry, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
+
+            return jax.lax.cond(carry[2].any(), live_turn, dead_turn, carry, t)
+
+        alive0 = jnp.ones((n,), bool)
         _, turns = jax.lax.scan(turn, (env_state, obs, alive0), jnp.arange(num_turns))
-        return turns
+        return turns, seats
 
     def advantages(turns: Turns, hp: LMHParams, axis_name):
         """Per-turn advantages [T, N, A] and value targets [T, N, A]."""
@@ -261,13 +361,44 @@ def make_train(config, env=None) -> LMTrainer:
         adv = jnp.broadcast_to(adv[None], turns.reward.shape)
         return adv, jnp.zeros_like(adv)
 
+    def loss_view(x: jax.Array, learns: jax.Array) -> jax.Array:
+        """x [T, N, A, ...] -> [T, N, A_l, ...]: the learning seats (with a pool: each env's learner seat)."""
+        if not pool_size:
+            return take_agents(x, loss_agents, 2)
+        seat = jnp.argmax(learns, axis=-1)  # [N]
+        idx = seat.reshape((1, -1, 1) + (1,) * (x.ndim - 3))
+        return jnp.take_along_axis(x, idx, axis=2)
+
+    def loss_seats(turns: Turns, learns: jax.Array) -> Turns:
+        """Only the seats that can learn go into the loss (scripted, frozen, snapshot seats are never scored)."""
+        sub = lambda x, ax: loss_view(x, learns)  # noqa: E731
+        return turns._replace(prompt=sub(turns.prompt, 2), prompt_len=sub(turns.prompt_len, 2),
+                              action=sub(turns.action, 2), action_mask=sub(turns.action_mask, 2),
+                              logprob=sub(turns.logprob, 2), value=sub(turns.value, 2), reward=sub(turns.reward, 2),
+                              acts=sub(turns.acts, 2), info={})
+
+    def score_turns(base, trainable, batch: Turns, reference: bool = False):
+        """`score` one turn slice at a time, skipping slices with nothing to learn (ended games cost nothing)."""
+        if batch.prompt.shape[0] == 1:
+            return score(base, trainable, batch, reference)
+
+        def one(row: Turns):
+            one_batch = jax.tree.map(lambda x: x[None], row)
+            need = row.acts.any() | (row.alive.any() if algo == "ppo" else False)
+            shapes = jax.eval_shape(lambda b: score(base, trainable, b, reference), one_batch)
+            skip = lambda b: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)  # noqa: E731
+            out = jax.lax.cond(need, lambda b: score(base, trainable, b, reference), skip, one_batch)
+            return jax.tree.map(lambda x: x[0], out)
+
+        return jax.lax.map(one, batch._replace(info={}))
+
     def loss_fn(trainable, base, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name):
-        logprob, entropy, value = score(base, trainable, mb_turns)
-        token_mask = mb_turns.action_mask & mb_turns.acts[..., None]  # [B, N, A, M]
+        logprob, entropy, value = score_turns(base, trainable, mb_turns)
+        token_mask = mb_turns.action_mask & mb_turns.acts[..., None]  # [B, N, A_l, M]
         token_adv = jnp.broadcast_to(adv[..., None], logprob.shape)
         metrics = {}
         if use_kl:
-            ref_lp, _, _ = score(base, trainable, mb_turns, reference=True)
+            ref_lp, _, _ = score_turns(base, trainable, mb_turns, reference=True)
             ref_lp = jax.lax.stop_gradient(ref_lp)
         else:
             ref_lp = None
@@ -293,12 +424,22 @@ def make_train(config, env=None) -> LMTrainer:
             metrics = {**metrics, "kl_ref": kl_term}
         return loss, metrics
 
+    def refresh_pool(pool, lora, step):
+        """Every `refresh_every` updates the learner's adapter (slot 0) overwrites the oldest snapshot."""
+        if not pool_size:
+            return pool
+        due = step % refresh_every == 0
+        oldest = (step // refresh_every - 1) % pool_size
+        return jax.tree.map(lambda p, x: p.at[oldest].set(jnp.where(due, x[0], p[oldest])), pool, lora)
+
     def update(state: LMRunnerState, hp: LMHParams, base, axis_name: str | None = None):
         key, k_roll, k_epochs = jax.random.split(state.key, 3)
         n_local = num_envs if axis_name is None else num_envs // jax.lax.psum(1, axis_name)
         env_ids = global_index(n_local, axis_name)
-        turns = rollout(k_roll, base, state.trainable, env_ids)
+        turns, seats = rollout(k_roll, base, state.trainable, state.pool, env_ids)
         adv, ret = advantages(turns, hp, axis_name)
+        adv, ret = loss_view(adv, seats.learns), loss_view(ret, seats.learns)
+        train_turns = loss_seats(turns, seats.learns)
         tx = make_tx(hp)
 
         def minibatch_step(carry, batch):
@@ -312,9 +453,12 @@ def make_train(config, env=None) -> LMTrainer:
 
         def epoch(carry, epoch_key):
             # every env shuffles its own turns; minibatch k takes slice k of each env's order
-            perms = jax.vmap(lambda i: jax.random.permutation(jax.random.fold_in(epoch_key, i), num_turns))(env_ids)
-            data = (turns._replace(info={}), adv, ret)
-            shuffled = jax.tree.map(lambda x: _gather_turns(x, perms), data)
+            data = (train_turns, adv, ret)
+            if mb == 1:  # one minibatch: order is irrelevant, and turn slices stay whole turns (skippable when over)
+                shuffled = data
+            else:
+                perms = jax.vmap(lambda i: jax.random.permutation(jax.random.fold_in(epoch_key, i), num_turns))(env_ids)
+                shuffled = jax.tree.map(lambda x: _gather_turns(x, perms), data)
             minibatches = jax.tree.map(lambda x: x.reshape(mb, num_turns // mb, *x.shape[1:]), shuffled)
             return jax.lax.scan(minibatch_step, carry, minibatches)
 
@@ -322,12 +466,37 @@ def make_train(config, env=None) -> LMTrainer:
             epoch, (state.trainable, state.opt_state), jax.random.split(k_epochs, config.update_epochs)
         )
         metrics = {k: v.mean() for k, v in loss_metrics.items()}
-        metrics.update(_episode_metrics(turns, learn, axis_name))
-        return LMRunnerState(trainable, opt_state, key, state.update_step + 1), metrics
+        metrics.update(_episode_metrics(turns, seats.learns, axis_name))
+        step = state.update_step + 1
+        pool = refresh_pool(state.pool, trainable["lora"], step)
+        return LMRunnerState(trainable, opt_state, key, step, pool), metrics
 
-    state_specs = LMRunnerState(trainable=P(), opt_state=P(), key=P(), update_step=P())
+    state_specs = LMRunnerState(trainable=P(), opt_state=P(), key=P(), update_step=P(),
+                                pool=P() if pool_size else None)
     return LMTrainer(env, config, LMHParams.from_config(config), policy, base, init, update, state_specs,
                      num_updates, tokenizer)
+
+
+def _check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
+    """Seat settings that cannot work for this env fail at build time, naming the key."""
+    from jaxmarl_llm.train.config import ConfigError
+
+    a = env.num_agents
+    for i, kind in scripted.items():
+        if not 0 <= i < a:
+            raise ConfigError(f"config.scripted_agents: agent {i} does not exist ({a} agents)")
+        if not hasattr(env, "opponent_action"):
+            raise ConfigError(f"config.scripted_agents: {type(env).__name__} has no built-in `opponent_action`")
+        if kind not in ("random", "minimax"):
+            raise ConfigError(f"config.scripted_agents: agent {i} kind {kind!r}; expected 'random' or 'minimax'")
+    if set(scripted) & set(config.frozen_agents):
+        raise ConfigError("config.scripted_agents: an agent cannot be both scripted and in frozen_agents")
+    if pool_size:
+        if a != 2 or scripted or config.frozen_agents or not config.share_policy:
+            raise ConfigError("config.opponent_pool: self-play with a pool needs a two-seat game, share_policy=True, "
+                              "and no scripted_agents or frozen_agents")
+    elif not any(i not in scripted and i not in config.frozen_agents for i in range(a)):
+        raise ConfigError("config.scripted_agents / frozen_agents: no agent is left to learn")
 
 
 def _gather_turns(x: jax.Array, perms: jax.Array) -> jax.Array:
@@ -336,17 +505,18 @@ def _gather_turns(x: jax.Array, perms: jax.Array) -> jax.Array:
     return jnp.take_along_axis(x, idx, axis=0)
 
 
-def _episode_metrics(turns: Turns, learn: jax.Array, axis_name: str | None) -> dict:
-    """Mean episode return (learning agents), success rate (a positive return), turns and tokens per turn."""
+def _episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> dict:
+    """Mean episode return over learning seats (learns [N, A]), success rate (a positive return), turns, tokens
+    per turn, format errors per learner turn, and `<key>_rate` per learner episode for boolean game outcomes."""
 
     def total(x):
         x = jnp.sum(x)
         return x if axis_name is None else jax.lax.psum(x, axis_name)
 
     n = total(jnp.ones(turns.alive.shape[1:]))
+    learns = learns.astype(jnp.float32)  # [N, A]
     returns = turns.reward.sum(0)  # [N, A]
-    learners = jnp.maximum(learn.sum(), 1)
-    per_env = (returns * learn).sum(-1) / learners
+    per_env = (returns * learns).sum(-1) / jnp.maximum(learns.sum(-1), 1.0)
     acting = turns.acts.astype(jnp.float32)
     tokens = (turns.action_mask.sum(-1) * acting).sum()
     out = {
@@ -359,6 +529,11 @@ def _episode_metrics(turns: Turns, learn: jax.Array, axis_name: str | None) -> d
         fe = turns.info["format_error"]
         fe = fe if fe.ndim == 3 else fe[..., None]
         out["format_error_rate"] = total((fe * turns.acts).astype(jnp.float32)) / jnp.maximum(total(acting.sum()), 1.0)
+    learner_eps = total(jnp.minimum(learns.sum(-1), 1.0))
+    for name, v in turns.info.items():  # e.g. tic-tac-toe's won / draw / illegal: [T, N, A] bool
+        if name != "format_error" and v.ndim == 3 and v.dtype == jnp.bool_:
+            happened = jnp.any(v, axis=0).astype(jnp.float32) * learns  # [N, A]
+            out[f"{name}_rate"] = total(happened.max(-1)) / jnp.maximum(learner_eps, 1.0)
     return out
 
 

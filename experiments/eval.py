@@ -1,0 +1,106 @@
+"""Play N episodes of a trained (or base) LM against a chosen opponent; print rates and a few transcripts:
+
+    python experiments/eval.py --config=configs/tic_tac_toe.py --checkpoint=runs/tic_tac_toe --opponent=minimax
+    python experiments/eval.py --config=configs/tic_tac_toe.py --opponent=random --episodes=200 --temperature=1
+    python experiments/eval.py --config=configs/tic_tac_toe.py --checkpoint=runs/a --opponent=runs/b
+
+--checkpoint: a run directory of experiments/train.py (its latest checkpoint's adapter slot --slot); without it the
+player is the bare base model (`--config.model.checkpoint`, e.g. an SFT model). --opponent: random | minimax
+(the game's built-in players), base (the bare base model), self (the same adapter), or another run directory.
+Two-seat games alternate seats (half the episodes as each); one-seat games report the success rate.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+from absl import app, flags, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from jaxmarl_llm.train import lm_rl, play  # noqa: E402
+from jaxmarl_llm.train.checkpoints import Checkpoints  # noqa: E402
+from jaxmarl_llm.train.cli import check_overrides, main_guard  # noqa: E402
+from jaxmarl_llm.train.config import validate_lm_rl  # noqa: E402
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file (an lm_rl config).", lock_config=True)
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "", "Run directory whose latest checkpoint is the player ('' = base model).")
+_SLOT = flags.DEFINE_integer("slot", 0, "Adapter slot of the checkpoint that plays.")
+_OPPONENT = flags.DEFINE_string("opponent", "random", "random | minimax | base | self | a run directory.")
+_EPISODES = flags.DEFINE_integer("episodes", 100, "Episodes (split evenly over the seats of a two-seat game).")
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "0 = greedy decoding; > 0 samples.")
+_TRANSCRIPTS = flags.DEFINE_integer("transcripts", 2, "Rendered games to print per seat.")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of resets, sampling and the scripted opponents.")
+
+
+def restore_adapter(trainer, run_dir: str, slot: int):
+    """One adapter slot (no slot axis) from the latest checkpoint of `run_dir`."""
+    like = jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams)
+    ckpt = Checkpoints(os.path.join(run_dir, "checkpoints"))
+    try:
+        state = ckpt.restore(like)
+        print(f"restored {run_dir} at update {ckpt.latest_step()}")
+    finally:
+        ckpt.close()
+    return jax.tree.map(lambda x: x[slot], state.trainable["lora"])
+
+
+def opponent_player(trainer, spec: str, me: play.Player) -> play.Player:
+    if spec in play.SCRIPTED:
+        return play.Player(spec)
+    if spec == "base":
+        return play.Player("lm", None)
+    if spec == "self":
+        return me
+    if os.path.isdir(spec):
+        return play.Player("lm", restore_adapter(trainer, spec, 0))
+    raise app.UsageError(f"--opponent={spec!r}: expected random, minimax, base, self or a run directory")
+
+
+@main_guard
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if _CONFIG.value is None:
+        raise app.UsageError("--config=configs/NAME.py is required")
+    logging.set_verbosity(logging.WARNING)
+    config = _CONFIG.value
+    validate_lm_rl(config)
+    trainer = lm_rl.make_train(config)
+    env = trainer.env
+    policy = play.with_temperature(trainer.policy, _TEMPERATURE.value)
+    me = play.Player("lm", restore_adapter(trainer, _CHECKPOINT.value, _SLOT.value) if _CHECKPOINT.value else None)
+    key = jax.random.PRNGKey(_SEED.value)
+    if env.num_agents == 1:
+        seat_games = [(0, (me,))]
+    elif env.num_agents == 2:
+        other = opponent_player(trainer, _OPPONENT.value, me)
+        seat_games = [(0, (me, other)), (1, (other, me))]
+    else:
+        raise app.UsageError(f"{config.env_name} has {env.num_agents} seats; eval.py plays one- and two-seat games")
+    per_seat = max(1, _EPISODES.value // len(seat_games))
+    name = _CHECKPOINT.value or "base model"
+    print(f"{name} vs {_OPPONENT.value if env.num_agents > 1 else '(solo)'}: {per_seat} episodes per seat, "
+          f"temperature {_TEMPERATURE.value}")
+    totals = {}
+    for seat, players in seat_games:
+        match = play.make_match(env, policy, play.kinds(players), config.num_turns)
+        state, outcomes = match(jax.random.fold_in(key, seat), trainer.base, play.loras(players), per_seat)
+        stats = play.summarize(outcomes, seat)
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0.0) + float(v) * per_seat
+        print(f"seat {seat} ({env.agents[seat]}): " + ", ".join(f"{k} {float(v):.3f}" for k, v in stats.items()
+                                                                 if k != "episodes"))
+        for i in range(min(_TRANSCRIPTS.value, per_seat)):
+            print(f"----- seat {seat}, episode {i}: return {float(outcomes.ret[i, seat]):+.1f} -----")
+            print(env.render(state, index=i)[seat])
+    n = per_seat * len(seat_games)
+    print("overall: " + ", ".join(f"{k} {v / n:.3f}" for k, v in totals.items() if k != "episodes") + f" ({n} episodes)")
+
+
+if __name__ == "__main__":
+    check_overrides(sys.argv)
+    app.run(main)

@@ -1,0 +1,150 @@
+"""Greedy evaluation: play N episodes of any token game with any actor, in one jitted program.
+
+    act = lm_actor(greedy(policy), base, trainable)            # or any act(key, tokens [A, L], length [A])
+    env = GuessNumber(tokenizer, split="test", ...)            # held-out secrets
+    result = evaluate(env, act, num_episodes=len(env.secrets), num_turns=10, reset=enumerate_secrets(env))
+    # {"success_rate", "mean_turns", "mean_turns_solved", "format_error_rate", "episode_return"}
+
+Success is the env's `solved` info when it reports one, else a positive
+episode return (summed over agents). `reset(i) -> (obs, state)` picks episode
+i's start (e.g. every held-out secret once); by default episodes start from
+`env.reset(key_i)`. `evaluate_trainer` glues this to a trained lm_rl / sft run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.policies.lm_policy import LMPolicy
+
+Actor = Callable[[jax.Array, jax.Array, jax.Array], TextAction]  # (key, tokens [A, L], length [A]) -> action [A, M]
+
+
+def greedy(policy: LMPolicy) -> LMPolicy:
+    """The same policy sampling at temperature 0 (argmax)."""
+    return dataclasses.replace(policy, sampling=dataclasses.replace(policy.sampling, temperature=0.0))
+
+
+def lm_actor(policy: LMPolicy, base: Any, trainable: Any | None = None, scale: jax.Array | None = None) -> Actor:
+    """Every agent generates from its own transcript. trainable: leaves [A, ...] or None (the bare base);
+    scale [A]: adapter scale per agent (0 = that agent plays the bare base)."""
+
+    def act(key, tokens, length):  # tokens [A, L], length [A]
+        def one(a, tr, t, n):
+            if tr is not None and scale is not None:
+                tr = {**tr, "lora": jax.tree.map(lambda x: x * scale[a], tr["lora"])}
+            s = policy.sample(jax.random.fold_in(key, a), base, tr, t[None], n[None])
+            return jax.tree.map(lambda x: x[0], s)
+
+        agents = jnp.arange(tokens.shape[0])
+        sample = jax.vmap(one, in_axes=(0, None if trainable is None else 0, 0, 0))(agents, trainable, tokens, length)
+        return TextAction(tokens=jnp.where(sample.mask, sample.tokens, policy.sampling.pad_id),
+                          length=sample.mask.sum(-1).astype(jnp.int32))
+
+    return act
+
+
+def enumerate_secrets(env) -> Callable[[jax.Array], tuple[Any, Any]]:
+    """reset(i): episode i plays secret i (cyclically) of an env with `secrets` and `reset_to` (guess_number)."""
+    return lambda i: env.reset_to(env.secrets[i % env.secrets.shape[0]])
+
+
+def play(key: jax.Array, env, act: Actor, num_episodes: int, num_turns: int,
+         reset: Callable[[jax.Array], tuple[Any, Any]] | None = None) -> dict[str, jax.Array]:
+    """Per-episode results [E]: return, turns, solved, format_errors, moves (acting turns). Jittable."""
+    k_reset, k_play = jax.random.split(key)
+    ids = jnp.arange(num_episodes)
+    if reset is None:
+        obs, state = jax.vmap(lambda i: env.reset(jax.random.fold_in(k_reset, i)))(ids)
+    else:
+        obs, state = jax.vmap(reset)(ids)
+
+    def turn(carry, t):
+        obs, state, alive = carry
+        k_act, k_env = jax.random.split(jax.random.fold_in(k_play, t))
+        keys = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(ids)  # noqa: E731
+        action = jax.vmap(act)(keys(k_act), obs.tokens, obs.length)
+        moving = jax.vmap(env.active)(state) & alive[:, None]  # [E, A]
+        obs, state, reward, term, trunc, info = jax.vmap(env.step)(keys(k_env), state, action)
+        done = jnp.all(term | trunc, axis=-1) & alive
+        fe = info.get("format_error", jnp.zeros(moving.shape, bool))
+        fe = jnp.broadcast_to(fe if fe.ndim == 2 else fe[:, None], moving.shape)
+        reports[0] = "solved" in info  # known when tracing
+        solved = info.get("solved", jnp.zeros(moving.shape, bool))
+        solved = jnp.any(solved if solved.ndim == 2 else solved[:, None], axis=-1) & alive
+        rec = {"reward": (reward * alive[:, None]).sum(-1), "alive": alive, "solved": solved,
+               "format_errors": (fe & moving).sum(-1), "moves": moving.sum(-1)}
+        return (obs, state, alive & ~done), rec
+
+    reports = [False]
+    _, rec = jax.lax.scan(turn, (obs, state, jnp.ones((num_episodes,), bool)), jnp.arange(num_turns))
+    ret = rec["reward"].sum(0)
+    return {"return": ret, "turns": rec["alive"].sum(0), "solved": rec["solved"].any(0) if reports[0] else ret > 0,
+            "format_errors": rec["format_errors"].sum(0), "moves": rec["moves"].sum(0)}
+
+
+def summarize(episodes: dict[str, Any]) -> dict[str, float]:
+    e = {k: np.asarray(v) for k, v in episodes.items()}
+    solved = e["solved"].astype(bool)
+    return {
+        "success_rate": float(solved.mean()),
+        "mean_turns": float(e["turns"].mean()),
+        "mean_turns_solved": float(e["turns"][solved].mean()) if solved.any() else float("nan"),
+        "format_error_rate": float(e["format_errors"].sum() / max(e["moves"].sum(), 1)),
+        "episode_return": float(e["return"].mean()),
+        "episodes": int(solved.shape[0]),
+    }
+
+
+def evaluate(env, act: Actor, num_episodes: int, num_turns: int, key: jax.Array | None = None,
+             reset: Callable | None = None) -> dict[str, float]:
+    """Play and summarize (one compiled program)."""
+    key = jax.random.PRNGKey(0) if key is None else key
+    fn = jax.jit(lambda k: play(k, env, act, num_episodes, num_turns, reset))
+    return summarize(jax.device_get(fn(key)))
+
+
+# ---- glue for trained runs -----------------------------------------------------------------------
+
+
+def heldout_env(config, tokenizer):
+    """The run's env on its held-out split (envs without a `split` keyword: the same env)."""
+    import inspect
+
+    from jaxmarl_llm.envs import registry
+
+    kwargs = dict(config.env_kwargs)
+    cls = registry._resolve(config.env_name)
+    if "split" in inspect.signature(cls.__init__).parameters:
+        kwargs["split"] = "test"
+    return registry.make(config.env_name, tokenizer=tokenizer, **kwargs)
+
+
+def trained_actor(config, trainer, state) -> Actor:
+    """Greedy actor of an lm_rl or sft run's state (lm_rl: the slot mapping of `lm_rl.make_train`)."""
+    policy = greedy(trainer.policy)
+    if config.trainer == "sft":
+        params, trainable = trainer.weights(state, trainer.base)
+        a = trainer.env.num_agents
+        stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)
+        return lm_actor(policy, params, stacked)
+    a = trainer.env.num_agents
+    frozen = np.zeros((a,), bool)
+    frozen[list(config.frozen_agents)] = True
+    slots = np.where(frozen, 1 if frozen.any() else 0, 0) if config.share_policy else np.arange(a)
+    per_agent = jax.tree.map(lambda x: x[jnp.asarray(slots)], state.trainable)
+    return lm_actor(policy, trainer.base, per_agent, jnp.asarray(np.where(frozen, 0.0, 1.0), jnp.float32))
+
+
+def evaluate_trainer(config, trainer, state, num_episodes: int | None = None) -> dict[str, float]:
+    """Greedy results on the held-out split; guess_number plays every held-out secret once by default."""
+    env = heldout_env(config, trainer.tokenizer)
+    reset = enumerate_secrets(env) if hasattr(env, "reset_to") and hasattr(env, "secrets") else None
+    n = num_episodes or config.eval_episodes or (int(env.secrets.shape[0]) if reset is not None else 64)
+    return evaluate(env, trained_actor(config, trainer, jax.device_get(state)), n, config.num_turns, reset=reset)

@@ -1,0 +1,115 @@
+"""Matches on a token game between chosen players, compiled: evaluation, transcripts, benchmarks.
+
+    players = (Player("lm"), Player("minimax"))                 # seat 0 (X) and seat 1 (O)
+    match = make_match(env, policy, kinds(players), num_turns)
+    final_state, returns, outcomes = match(key, base, loras(players), num_episodes)
+
+A player is an LM (`lora` = one adapter tree without a slot axis, or None for
+the bare base model) or one of the game's built-in players ("random",
+"minimax": `env.opponent_action`). Every episode gets its own reset key
+(`fold_in(key, i)`), so results do not depend on how many episodes run at once.
+Greedy or sampled decoding is the policy's `SamplingConfig` (`with_temperature`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.policies.lm_policy import LMPolicy
+
+SCRIPTED = ("random", "minimax")
+
+
+class Player(NamedTuple):
+    kind: str  # "lm" or a scripted kind ("random" | "minimax")
+    lora: Any = None  # "lm": one adapter tree (no slot axis); None = the bare base model
+
+
+def kinds(players) -> tuple[str, ...]:
+    return tuple(p.kind if p.kind in SCRIPTED else ("lm" if p.lora is not None else "base") for p in players)
+
+
+def loras(players) -> tuple[Any, ...]:
+    return tuple(p.lora if p.kind not in SCRIPTED else None for p in players)
+
+
+def with_temperature(policy: LMPolicy, temperature: float) -> LMPolicy:
+    """The same policy decoding at `temperature` (0 = greedy)."""
+    return dataclasses.replace(policy, sampling=dataclasses.replace(policy.sampling, temperature=float(temperature)))
+
+
+class Outcomes(NamedTuple):
+    """Per episode and seat, [N, A]: the return and (when the game reports them) won / drew / moved illegally."""
+
+    ret: jax.Array
+    won: jax.Array
+    draw: jax.Array
+    illegal: jax.Array
+    format_error: jax.Array
+
+
+def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: int):
+    """jit fn(key, base, loras (one entry per seat), num_episodes) -> (final env state [N], returns [N, A], Outcomes)."""
+    if len(seat_kinds) != env.num_agents:
+        raise ValueError(f"{len(seat_kinds)} players for a {env.num_agents}-seat game")
+    for kind in seat_kinds:
+        if kind in SCRIPTED and not hasattr(env, "opponent_action"):
+            raise ValueError(f"{type(env).__name__} has no built-in player {kind!r}")
+    pad, m = env.codec.pad_id, env.max_action_tokens
+
+    def seat_action(seat: int, kind: str, key, base, lora, obs, state) -> tuple[jax.Array, jax.Array]:
+        """tokens [N, M], mask [N, M] for one seat in every env."""
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(obs.tokens.shape[0]))
+        if kind in SCRIPTED:
+            act = jax.vmap(lambda k, s: env.opponent_action(k, s, kind))(keys, state)
+            return act.tokens[:, seat], jnp.arange(m)[None, :] < act.length[:, seat, None]
+        trainable = None if lora is None else {"lora": lora}
+        sample = jax.vmap(lambda k, t, n: policy.sample(k, base, trainable, t[None], n[None]))(
+            keys, obs.tokens[:, seat], obs.length[:, seat])
+        return sample.tokens[:, 0], sample.mask[:, 0]
+
+    @functools.partial(jax.jit, static_argnames="num_episodes")
+    def match(key, base, seat_loras, num_episodes: int):
+        k_reset, k_play = jax.random.split(key)
+        obs, state = jax.vmap(env.reset)(jax.vmap(lambda i: jax.random.fold_in(k_reset, i))(jnp.arange(num_episodes)))
+        a = env.num_agents
+        zeros = jnp.zeros((num_episodes, a), bool)
+
+        def turn(carry, t):
+            obs, state, ret, seen = carry
+            k_turn = jax.random.fold_in(k_play, t)
+            rows = [seat_action(s, kind, jax.random.fold_in(k_turn, s), base, seat_loras[s], obs, state)
+                    for s, kind in enumerate(seat_kinds)]
+            tokens = jnp.stack([r[0] for r in rows], 1)  # [N, A, M]
+            mask = jnp.stack([r[1] for r in rows], 1)
+            action = TextAction(jnp.where(mask, tokens, pad), mask.sum(-1).astype(jnp.int32))
+            keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(k_turn, a), i))(jnp.arange(num_episodes))
+            obs, state, reward, _, _, info = jax.vmap(env.step)(keys, state, action)
+            seen = {k: seen[k] | jnp.broadcast_to(info.get(k, zeros), zeros.shape).astype(bool) for k in seen}
+            return (obs, state, ret + reward, seen), None
+
+        seen0 = {k: zeros for k in ("won", "draw", "illegal", "format_error")}
+        (obs, state, ret, seen), _ = jax.lax.scan(turn, (obs, state, jnp.zeros((num_episodes, a)), seen0),
+                                                  jnp.arange(num_turns))
+        return state, Outcomes(ret, seen["won"], seen["draw"], seen["illegal"], seen["format_error"])
+
+    return match
+
+
+def summarize(outcomes: Outcomes, seat: int) -> dict[str, float]:
+    """Rates for the player in `seat`: win / draw / loss (a loss includes its own illegal moves), illegal, the
+    opponent's forfeit (an illegal move by another seat: the game ends without a winner), success."""
+    o = jax.tree.map(np.asarray, outcomes)
+    won, draw, illegal = o.won[:, seat], o.draw[:, seat], o.illegal[:, seat]
+    ret = o.ret[:, seat]
+    lost = ~won & ~draw & (ret < 0)
+    return {"episodes": float(ret.shape[0]), "win": won.mean(), "draw": draw.mean(), "loss": lost.mean(),
+            "illegal": illegal.mean(), "forfeit": (o.illegal.any(-1) & ~illegal).mean(),
+            "format_error": o.format_error[:, seat].mean(), "success": (ret > 0).mean(), "mean_return": ret.mean()}

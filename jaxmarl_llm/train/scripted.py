@@ -1,0 +1,59 @@
+"""Scripted teachers: jittable policies that play a real env, for SFT warm starts.
+
+    script = make_script(env_name, env, noise=0.1)
+    memory = script.init(env_state)
+    action, target, memory = script.act(key, memory, env_state)   # TextAction [A, M], target bool [A]
+
+`target[a]` says whether agent a's action this turn is the teacher's own
+choice (an SFT target). Exploration moves (`noise`) are played but not
+targets: the student sees the states a mistake leads to and learns the
+expert's recovery from them, never the mistake itself (DAgger-style).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxmarl_llm.envs.text.buffers import TextAction
+
+
+class Script(NamedTuple):
+    init: Callable[[Any], Any]  # env_state -> memory
+    # (key, memory, env_state) -> (action, target [A] bool, memory)
+    act: Callable[[jax.Array, Any, Any], tuple[TextAction, jax.Array, Any]]
+
+
+def binary_search(env, noise: float = 0.0) -> Script:
+    """Guess-the-number by bisection of the interval the answers leave; `noise`: a random guess inside it.
+
+    The midpoint (lo + hi + 1) // 2 walks the tree 512, 512 +- 256, ... +- 1: each guess is the
+    previous one +- 2**(9 - turn), the same tree for every secret, so the student learns one rule.
+    The teacher reads the secret only to update its interval exactly as the env's answer would.
+    """
+    from jaxmarl_llm.envs.text.guess_number import NUM_VALUES
+
+    def init(state) -> jax.Array:
+        return jnp.asarray([0, NUM_VALUES - 1], jnp.int32)  # [lo, hi]
+
+    def act(key, memory, state):
+        lo, hi = memory[0], memory[1]
+        k_explore, k_guess = jax.random.split(key)
+        explore = jax.random.uniform(k_explore) < noise
+        guess = jnp.where(explore, jax.random.randint(k_guess, (), lo, hi + 1), (lo + hi + 1) // 2)
+        lo = jnp.where(guess < state.secret, guess + 1, lo)
+        hi = jnp.where(guess > state.secret, guess - 1, hi)
+        return env.guess_action(guess), (~explore)[None], jnp.stack([lo, hi])
+
+    return Script(init, act)
+
+
+SCRIPTS: dict[str, Callable[..., Script]] = {"text/guess_number": binary_search}
+
+
+def make_script(env_name: str, env, noise: float = 0.0) -> Script:
+    if env_name not in SCRIPTS:
+        raise ValueError(f"no scripted teacher for {env_name!r}; teachers exist for {', '.join(sorted(SCRIPTS))}")
+    return SCRIPTS[env_name](env, noise=noise)

@@ -1,0 +1,217 @@
+"""SFT warm start: next-token loss on transcripts a scripted teacher plays in the real env, inside jit.
+
+    trainer = make_train(config)                 # same interface as lm_rl / mlp_ppo
+    state = trainer.init(key, trainer.hparams)
+    state, metrics = trainer.update(state, trainer.hparams, trainer.base)
+    trainer.export(state, "<out_dir>/model")     # HF folder; RL starts from it via model.checkpoint
+
+One update:
+  1. `num_envs` fresh episodes of the teacher (`train/scripted.py`) on the real env,
+     `lax.scan` over `num_turns` turns. Data is generated per update inside the
+     compiled step, not once at start: it costs a few env steps (no model), every
+     update sees new secrets (no memorising a fixed set, no dataset on disk), and
+     the data stream is a function of the key in the runner state, so checkpoints
+     and resume stay exact.
+  2. Each agent's final transcript is one sequence. Targets are that agent's own
+     teacher moves, plus an eos after each (the env drops eos from transcripts, so
+     the target at the first feedback position is swapped for eos: the sampler's
+     stop token is learnt in the same pass, with inputs exactly as RL shows them).
+  3. One AdamW step (warmup + cosine) on `algos.sft.sft_loss`.
+
+`train_base=True` trains every weight of the base (a from-scratch tiny model:
+LoRA alone cannot teach a random model a format); otherwise only LoRA adapters
+over a frozen base (usually a checkpoint), merged into the base on export.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+from jax.sharding import PartitionSpec as P
+
+from jaxmarl_llm.algos.sft import sft_loss
+from jaxmarl_llm.envs import registry
+from jaxmarl_llm.models import lora as lora_lib
+from jaxmarl_llm.models.lora import LoraConfig
+from jaxmarl_llm.models.sampling import SamplingConfig
+from jaxmarl_llm.models.transformer import forward
+from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.train.lm_rl import build_model, build_tokenizer
+from jaxmarl_llm.train.mesh import global_index
+from jaxmarl_llm.train.scripted import Script, make_script
+
+
+class SFTHParams(NamedTuple):
+    lr: jax.Array
+    max_grad_norm: jax.Array
+    weight_decay: jax.Array
+
+    @classmethod
+    def from_config(cls, config) -> "SFTHParams":
+        return cls(*(jnp.asarray(config[name], jnp.float32) for name in cls._fields))
+
+
+@struct.dataclass
+class SFTState:
+    trainable: Any  # {"params": full base} (train_base) or {"lora": one adapter, no agent axis}
+    opt_state: Any
+    key: jax.Array
+    update_step: jax.Array
+
+
+class Transcripts(NamedTuple):
+    """Teacher episodes as training rows (one per env and agent), [B, L]."""
+
+    tokens: jax.Array  # [B, L] int32 model input: the final transcript
+    targets: jax.Array  # [B, L] int32 tokens, with eos after each target move
+    mask: jax.Array  # [B, L] bool: positions whose target counts
+    turn_mask: jax.Array  # [B, T, L] bool: the same, split by turn (for per-move accuracy)
+    solved: jax.Array  # [B] float: the episode's return was positive (teacher quality)
+
+
+class SFTTrainer(NamedTuple):
+    env: Any
+    config: Any
+    hparams: SFTHParams
+    policy: LMPolicy  # cfg, LoRA shape and sampling (for evaluation)
+    base: Any  # frozen base params, or {} when the base itself is trained (it lives in the state)
+    init: Any
+    update: Any  # update(state, hp, base, axis_name=None)
+    state_specs: Any
+    num_updates: int
+    tokenizer: Any
+    weights: Any  # weights(state, base) -> (base params, trainable or None): what acting needs
+    export: Any  # export(state, path) -> path: an HF folder with adapters merged
+
+
+def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Array, eos_id: int) -> Transcripts:
+    """Play the teacher in `len(env_ids)` envs and turn each agent's transcript into a training row."""
+    per_env = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(env_ids)  # noqa: E731
+    k_reset, k_turns = jax.random.split(key)
+    obs, state = jax.vmap(env.reset)(per_env(k_reset))
+    memory = jax.vmap(script.init)(state)
+
+    def turn(carry, t):
+        state, obs, memory, alive = carry
+        k_act, k_env = jax.random.split(jax.random.fold_in(k_turns, t))
+        action, target, memory = jax.vmap(script.act)(per_env(k_act), memory, state)
+        active = jax.vmap(env.active)(state)  # [N, A]
+        next_obs, state2, reward, term, trunc, _ = jax.vmap(env.step)(per_env(k_env), state, action)
+        done = jnp.all(term | trunc, axis=-1) & alive
+        # a game appends the mover's own action first, at its transcript length
+        rec = (obs.length, action.length, target & active & alive[:, None], reward * alive[:, None])
+        return (state2, next_obs, memory, alive & ~done), rec
+
+    alive0 = jnp.ones(env_ids.shape, bool)
+    (final, _, _, _), (start, length, target, reward) = jax.lax.scan(
+        turn, (state, obs, memory, alive0), jnp.arange(num_turns))  # each [T, N, A]
+    tokens = jax.vmap(env.get_obs)(final).tokens  # [N, A, L]
+    n, a, cap = tokens.shape
+    pos = jnp.arange(cap)
+    start, end = start[..., None], (start + length)[..., None]  # [T, N, A, 1]
+    fits = (end < cap) & target[..., None]  # the eos after the move must fit too
+    in_move = (pos >= start) & (pos < end) & fits  # [T, N, A, L]
+    at_eos = (pos == end) & fits
+    turn_mask = in_move | at_eos
+    targets = jnp.where(at_eos.any(0), eos_id, tokens)
+    rows = lambda x: x.reshape(n * a, *x.shape[2:])  # noqa: E731  [N, A, ...] -> [N*A, ...]
+    return Transcripts(
+        tokens=rows(tokens), targets=rows(targets), mask=rows(turn_mask.any(0)),
+        turn_mask=rows(jnp.moveaxis(turn_mask, 0, 2)),
+        solved=rows((reward.sum(0) > 0).astype(jnp.float32)),
+    )
+
+
+def make_train(config, env=None) -> SFTTrainer:
+    tokenizer = build_tokenizer(config.tokenizer)
+    if env is None:
+        env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
+    script = make_script(config.env_name, env, noise=float(config.script_noise))
+    cfg, base_params = build_model(config.model, tokenizer, config.model.init_seed)
+    lcfg = LoraConfig(rank=config.lora.rank, alpha=config.lora.alpha, targets=tuple(config.lora.targets))
+    policy = LMPolicy(cfg, lcfg, SamplingConfig(
+        max_new_tokens=env.max_action_tokens, temperature=config.sampling.temperature, top_k=config.sampling.top_k,
+        top_p=config.sampling.top_p, stop_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id))
+    train_base = bool(config.train_base)
+    num_envs, num_turns = config.num_envs, config.num_turns
+    num_updates = int(config.total_episodes // num_envs)
+    warmup = max(int(config.warmup_updates), 1)
+    anneal = bool(config.anneal_lr)
+
+    def lr_at(hp: SFTHParams, count: jax.Array) -> jax.Array:
+        """Linear warmup, then cosine to 10% of lr at the last update (or constant)."""
+        warm = jnp.minimum(1.0, (count + 1.0) / warmup)
+        frac = jnp.clip(count / max(num_updates, 1), 0.0, 1.0)
+        decay = 0.1 + 0.9 * 0.5 * (1.0 + jnp.cos(jnp.pi * frac)) if anneal else 1.0
+        return hp.lr * warm * decay
+
+    def make_tx(hp: SFTHParams):
+        return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), optax.scale_by_adam(),
+                           optax.add_decayed_weights(hp.weight_decay),
+                           optax.scale_by_schedule(lambda count: -lr_at(hp, count)))
+
+    def weights(state: SFTState, base) -> tuple[Any, Any]:
+        """(base params, adapter trainable or None) that act and score."""
+        if train_base:
+            return state.trainable["params"], None
+        return base, {"lora": state.trainable["lora"]}
+
+    def init(key: jax.Array, hp: SFTHParams) -> SFTState:
+        key, k_init = jax.random.split(key)
+        trainable = {"params": base_params} if train_base else {"lora": lora_lib.init_lora(k_init, cfg, lcfg)}
+        return SFTState(trainable, make_tx(hp).init(trainable), key, jnp.zeros((), jnp.int32))
+
+    def loss_fn(trainable, base, data: Transcripts, axis_name):
+        params = trainable["params"] if train_base else base
+        lora = None if train_base else trainable["lora"]
+        logits, _, _ = forward(params, data.tokens, cfg, lora=lora, lora_scale=lcfg.scale)  # [B, L, V]
+        loss, metrics = sft_loss(logits, data.targets, data.mask, axis_name=axis_name)
+        # a move is right when every one of its tokens (and its eos) is the argmax: greedy play under teacher forcing
+        wrong = jnp.pad(jnp.argmax(logits[:, :-1], -1) != data.targets[:, 1:], ((0, 0), (1, 0)))  # [B, L]
+        moves = data.turn_mask.any(-1)  # [B, T]
+        move_ok = ~jnp.any(data.turn_mask & wrong[:, None, :], axis=-1)
+        count = moves.sum().astype(jnp.float32)
+        if axis_name is not None:
+            count = jax.lax.psum(count, axis_name)
+        metrics = {**metrics, "move_accuracy": jnp.sum(move_ok & moves) / jnp.maximum(count, 1.0)}
+        return loss, metrics
+
+    def update(state: SFTState, hp: SFTHParams, base, axis_name: str | None = None):
+        key, k_data = jax.random.split(state.key)
+        n_local = num_envs if axis_name is None else num_envs // jax.lax.psum(1, axis_name)
+        data = collect(k_data, env, script, num_turns, global_index(n_local, axis_name), tokenizer.eos_id)
+        grads, metrics = jax.grad(loss_fn, has_aux=True)(state.trainable, base, data, axis_name)
+        sums = {"solved": data.solved.sum(), "targets": data.mask.sum().astype(jnp.float32),
+                "rows": jnp.float32(data.solved.shape[0])}
+        if axis_name is not None:
+            grads, metrics, sums = jax.lax.psum((grads, metrics, sums), axis_name)
+        extra = {"teacher_success": sums["solved"] / sums["rows"], "target_tokens": sums["targets"] / sums["rows"]}
+        tx = make_tx(hp)
+        updates, opt_state = tx.update(grads, state.opt_state, state.trainable)
+        trainable = optax.apply_updates(state.trainable, updates)
+        metrics = {**metrics, **extra, "lr": lr_at(hp, state.update_step.astype(jnp.float32))}
+        return SFTState(trainable, opt_state, key, state.update_step + 1), metrics
+
+    def export(state: SFTState, path: str) -> str:
+        """Write the trained model (adapters merged) as an HF folder `lm_rl` loads via model.checkpoint."""
+        from jaxmarl_llm.models.hf import save_pretrained
+
+        params, trainable = weights(jax.device_get(state), base_params)
+        if trainable is not None:
+            params = lora_lib.merge(params, trainable["lora"], cfg, lcfg)
+        save_pretrained(path, cfg, jax.device_get(params))
+        return path
+
+    state_specs = SFTState(trainable=P(), opt_state=P(), key=P(), update_step=P())
+    base_arg = {} if train_base else base_params  # a trained base lives in the state, not in the argument
+    return SFTTrainer(env, config, SFTHParams.from_config(config), policy, base_arg, init, update, state_specs,
+                      num_updates, tokenizer, weights, export)
+
+
+def model_dir(out_dir: str) -> str:
+    return os.path.join(out_dir, "model")

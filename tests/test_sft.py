@@ -1,0 +1,192 @@
+"""SFT warm start: scripted transcripts, learning the format, export round trip, resume, held-out evaluation.
+
+Budgets are tiny (2-turn episodes, a 1-layer model) so the file runs in about a
+minute on 2 CPU cores; the full recipe (SFT then GRPO to >= 90% on held-out
+secrets) is the `slow` test at the end.
+"""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.envs.text.guess_number import GuessNumber
+from jaxmarl_llm.models.hf import load_pretrained
+from jaxmarl_llm.models.transformer import forward
+from jaxmarl_llm.train import entry, evaluate, lm_rl, sft
+from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, sft_defaults, validate_sft
+from jaxmarl_llm.train.metrics_log import read_csv
+from jaxmarl_llm.train.runner import run_training
+from jaxmarl_llm.train.scripted import binary_search
+
+
+def _config(out_dir="runs/test_sft", **kw):
+    c = sft_defaults()
+    c.env_kwargs = {"capacity": 192, "max_action_tokens": 12, "max_turns": 2}  # prompt 146 + 2 x 22
+    c.num_turns = 2
+    c.model.update({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1,
+                    "head_dim": 16, "max_position_embeddings": 256, "init_std": 0.02})
+    c.num_envs, c.total_episodes, c.lr, c.warmup_updates = 16, 16 * 60, 1e-2, 5
+    c.mesh.num_devices = 1
+    c.run.out_dir, c.run.updates_per_chunk, c.run.checkpoint_every = str(out_dir), 2, 1
+    c.run.progress, c.run.tensorboard, c.run.plot = False, False, False
+    for k, v in kw.items():
+        c[k] = v
+    return c
+
+
+def _run(trainer, updates, seed=0):
+    state = trainer.init(jax.random.PRNGKey(seed), trainer.hparams)
+    step = jax.jit(lambda s, hp, b: jax.lax.scan(lambda r, _: trainer.update(r, hp, b), s, None, length=updates))
+    return step(state, trainer.hparams, trainer.base)
+
+
+def test_transcripts_target_only_the_teachers_own_moves_and_an_eos_after_each():
+    env = GuessNumber(capacity=192, max_action_tokens=12, max_turns=2)
+    tok = env.tokenizer
+    data = jax.jit(lambda k: sft.collect(k, env, binary_search(env), 2, jnp.arange(4), tok.eos_id))(
+        jax.random.PRNGKey(0))
+    for row in range(4):
+        text = tok.decode(np.asarray(data.tokens[row]))
+        targets = [tok.pieces[int(t)] for t, m in zip(data.targets[row], data.mask[row]) if m]
+        assert "".join(targets).startswith("Guess: 512<eos>")  # bisection's first move, then the stop token
+        # one eos per move; nothing from the prompt or the feedback
+        assert targets.count("<eos>") == text.count("\nGuess:") == 2
+    # noise: random moves are played but are not targets
+    noisy = jax.jit(lambda k: sft.collect(k, env, binary_search(env, noise=1.0), 2, jnp.arange(4), tok.eos_id))(
+        jax.random.PRNGKey(0))
+    assert not bool(noisy.mask.any())
+
+
+def test_sft_loss_falls_and_greedy_format_errors_drop():
+    config = _config()
+    trainer = sft.make_train(config)
+    before = evaluate.evaluate_trainer(config, trainer, trainer.init(jax.random.PRNGKey(0), trainer.hparams), 32)
+    state, metrics = _run(trainer, trainer.num_updates)
+    nll = np.asarray(metrics["nll"])
+    after = evaluate.evaluate_trainer(config, trainer, state, 32)
+    assert nll[-5:].mean() < 0.5 * nll[:3].mean(), nll
+    assert before["format_error_rate"] > 0.9, before
+    assert after["format_error_rate"] < 0.2, after
+
+
+@pytest.mark.parametrize("train_base", [True, False])
+def test_exported_model_loads_back_with_identical_logits(tmp_path, train_base):
+    config = _config(train_base=train_base, total_episodes=16 * 3)
+    trainer = sft.make_train(config)
+    state, _ = _run(trainer, 3)
+    params, trainable = trainer.weights(state, trainer.base)
+    if not train_base:
+        assert max(float(jnp.abs(v["b"]).max()) for v in trainable["lora"].values()) > 0  # adapters moved
+    path = trainer.export(state, str(tmp_path / "model"))
+    cfg, loaded = load_pretrained(path)
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, cfg.vocab_size, (2, 40)), jnp.int32)
+    lora = None if trainable is None else trainable["lora"]
+    want, _, _ = forward(params, tokens, trainer.policy.cfg, lora=lora, lora_scale=trainer.policy.lora.scale)
+    got, _, _ = forward(loaded, tokens, cfg)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-4 if not train_base else 0, rtol=1e-4)
+    # the RL trainer starts from the folder with the same char tokenizer
+    rl = lm_rl_defaults()
+    rl.env_kwargs, rl.model.checkpoint = dict(config.env_kwargs), path
+    rl_trainer = lm_rl.make_train(rl)
+    for a, b in zip(jax.tree.leaves(rl_trainer.base), jax.tree.leaves(loaded)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_killed_run_resumes_to_identical_results_and_exports(tmp_path):
+    def small(out):
+        return _config(out_dir=tmp_path / out, total_episodes=16 * 6)
+
+    full = entry.train_from_config(small("full"))
+    config = small("killed")
+    trainer, chunk_fn, steps, headline = entry.build(config)
+    calls = {"n": 0}
+
+    def dying_chunk_fn(trainer, mesh, k):
+        fn = chunk_fn(trainer, mesh, k)
+
+        def run(state, hp):
+            calls["n"] += 1
+            if calls["n"] == 3:  # dies during the third chunk, after two checkpoints
+                raise _Killed()
+            return fn(state, hp)
+
+        return run
+
+    with pytest.raises(_Killed):
+        run_training(config, trainer, dying_chunk_fn, steps, headline)
+    config.resume = "True"
+    resumed = entry.train_from_config(config)
+    for a, b in zip(jax.tree.leaves(full["state"]), jax.tree.leaves(resumed["state"])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    rows_full = read_csv(os.path.join(full["out_dir"], "metrics.csv"))
+    rows_resumed = read_csv(os.path.join(config.run.out_dir, "metrics.csv"))
+    assert [r["update"] for r in rows_resumed] == [str(i) for i in range(1, 7)]
+    assert [r["nll"] for r in rows_full] == [r["nll"] for r in rows_resumed]
+    assert os.path.exists(os.path.join(resumed["model_dir"], "model.safetensors"))
+
+
+def test_evaluate_counts_successes_turns_and_format_errors():
+    env = GuessNumber(split="test", capacity=512, max_action_tokens=12)
+    reset = evaluate.enumerate_secrets(env)
+    n = int(env.secrets.shape[0])
+    always_512 = lambda key, tokens, length: env.guess_action(jnp.int32(512))  # noqa: E731
+    r = evaluate.evaluate(env, always_512, n, 10, reset=reset)
+    assert r["success_rate"] == pytest.approx(float((np.asarray(env.secrets) == 512).mean()))
+    assert r["format_error_rate"] == 0.0 and r["mean_turns"] >= 9.9
+    garbage = lambda key, tokens, length: TextAction(jnp.full((1, 12), 5, jnp.int32), jnp.full((1,), 12))  # noqa: E731
+    r = evaluate.evaluate(env, garbage, 8, 10, reset=reset)
+    assert r["success_rate"] == 0.0 and r["format_error_rate"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "key,value,match",
+    [("env_name", "text/tic_tac_toe", "config.env_name"), ("num_envs", 0, "config.num_envs"),
+     ("script_noise", 1.5, "config.script_noise"), ("lr", 0.0, "config.lr")],
+)
+def test_bad_sft_configs_name_the_key(key, value, match):
+    with pytest.raises(ConfigError, match=match):
+        validate_sft(_config(**{key: value}))
+
+
+@pytest.mark.slow
+def test_recipe_sft_then_grpo_solves_heldout_secrets(tmp_path):
+    """configs/sft_guess_number.py then configs/guess_number.py from its checkpoint: >= 90% held-out success."""
+    from configs import guess_number, sft_guess_number
+
+    c1 = sft_guess_number.get_config()
+    c1.run.out_dir, c1.run.progress = str(tmp_path / "sft"), False
+    stage1 = entry.train_from_config(c1)
+    c2 = guess_number.get_config()
+    c2.model.checkpoint, c2.run.out_dir, c2.run.progress = stage1["model_dir"], str(tmp_path / "grpo"), False
+    stage2 = entry.train_from_config(c2)
+    print("sft:", stage1["eval"], "grpo:", stage2["eval"])
+    assert stage2["eval"]["success_rate"] >= 0.9, stage2["eval"]
+    assert stage2["eval"]["mean_turns_solved"] <= 10.0
+
+
+def test_eight_devices_match_one():
+    if len(jax.devices()) < 8:
+        pytest.skip("needs 8 forced host devices (conftest)")
+    from jaxmarl_llm.train import mesh as mesh_lib
+
+    outs = []
+    for n in (1, 8):
+        config = _config()
+        config.mesh.num_devices = n
+        trainer = sft.make_train(config)
+        mesh = mesh_lib.make_mesh(n)
+        state = mesh_lib.put(trainer.init(jax.random.PRNGKey(1), trainer.hparams), mesh, trainer.state_specs)
+        state, metrics = lm_rl.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
+        outs.append((jax.device_get(state.trainable), jax.device_get(metrics)))
+    for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
+        np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
+    for name in ("nll", "move_accuracy", "teacher_success", "target_tokens"):
+        np.testing.assert_allclose(outs[0][1][name], outs[1][1][name], rtol=1e-5)
