@@ -59,8 +59,13 @@ def run_ours(total_timesteps: int, chunk: int, config_path: str | None):
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams), mesh, trainer.state_specs)
     steps_per_update = config.num_envs * config.num_steps
     return _timed_loop(state, trainer.num_updates, chunk, steps_per_update,
-                       lambda k: (lambda s: mlp_ppo.sharded_chunk(trainer, mesh, k)(s, trainer.hparams)),
+                       lambda k: _bind(mlp_ppo.sharded_chunk(trainer, mesh, k), trainer.hparams),
                        lambda m: m["team_return"])
+
+
+def _bind(fn, hp):
+    """One compiled chunk per size: build it once, call it with the hyper-parameters bound."""
+    return lambda state: fn(state, hp)
 
 
 # ---- JaxMARL IPPO-FF ------------------------------------------------------------------------

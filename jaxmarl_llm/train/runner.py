@@ -63,14 +63,15 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             state, metrics = compiled[k](state, hp)
             metrics = jax.device_get(metrics)
             seconds = time.perf_counter() - t0
+            sps = k * steps_per_update / seconds  # the chunk's throughput, on each of its rows
             rows = []
             for i in range(k):
                 row = {"update": update + i + 1, "env_steps": (update + i + 1) * steps_per_update}
                 row.update({name: float(np.asarray(v)[i]) for name, v in metrics.items()})
+                row["steps_per_second"] = sps
                 rows.append(row)
             update += k
             chunks_done += 1
-            rows[-1]["steps_per_second"] = k * steps_per_update / seconds
             log.write(rows)
             last = rows[-1]
             if bar is not None:
