@@ -76,6 +76,15 @@ class Transition(NamedTuple):
     info: dict
 
 
+class _LossBatch(NamedTuple):
+    obs: jax.Array
+    critic_in: jax.Array | None  # MAPPO only
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    active: jax.Array
+
+
 class Trainer(NamedTuple):
     env: Env
     config: Any
@@ -206,7 +215,7 @@ def make_train(config, env: Env | None = None) -> Trainer:
 
         def loss_fn(params, mb, mb_adv, mb_ret):
             dist = policy(params, mb.obs)
-            values = value_fn(params, mb.critic_in)
+            values = value_fn(params, mb.critic_in if centralized else mb.obs)
             return ppo_loss(
                 dist.log_prob(mb.action), mb.log_prob, mb_adv, values, mb.value, mb_ret, dist.entropy(), coefs,
                 mask=mb.active, axis_name=axis_name,
@@ -225,7 +234,10 @@ def make_train(config, env: Env | None = None) -> Trainer:
             # Each env shuffles its own time steps; minibatch k takes slice k of every env's
             # permutation, so a minibatch spans all envs (and all devices) equally.
             perms = jax.vmap(lambda k: jax.random.permutation(k, num_steps))(per_env(epoch_key))  # [N, T]
-            data = (traj._replace(info={}), advantages, returns)
+            # only what the loss reads is shuffled (IPPO's critic input is the obs itself)
+            batch = _LossBatch(traj.obs, traj.critic_in if centralized else None, traj.action, traj.log_prob,
+                               traj.value, traj.active)
+            data = (batch, advantages, returns)
             shuffled = jax.tree.map(lambda x: _gather_time(x, perms), data)
             minibatches = jax.tree.map(
                 lambda x: x.reshape(config.num_minibatches, steps_per_minibatch, *x.shape[1:]), shuffled
