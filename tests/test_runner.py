@@ -13,6 +13,7 @@ from jaxmarl_llm.train import entry, mlp_ppo
 from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.train.metrics_log import read_csv
 from jaxmarl_llm.train.runner import run_training
+from killing import Killed, dying_after
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,30 +27,14 @@ def _small_config(out_dir):
     return c
 
 
-class _Killed(Exception):
-    pass
-
 
 def test_killed_run_resumes_to_identical_results(tmp_path):
     full = run_training(_small_config(tmp_path / "full"), *_trainer_parts(_small_config(tmp_path / "full")))
 
     config = _small_config(tmp_path / "killed")
     trainer, chunk_fn, steps, _ = _trainer_parts(config)
-    calls = {"n": 0}
-
-    def dying_chunk_fn(trainer, mesh, k):
-        fn = chunk_fn(trainer, mesh, k)
-
-        def run(state, hp):
-            calls["n"] += 1
-            if calls["n"] == 3:  # dies during the third chunk, after two checkpoints
-                raise _Killed()
-            return fn(state, hp)
-
-        return run
-
-    with pytest.raises(_Killed):
-        run_training(config, trainer, dying_chunk_fn, steps)
+    with pytest.raises(Killed):  # dies during the third chunk, after two checkpoints
+        run_training(config, trainer, dying_after(chunk_fn, 3), steps)
     assert len(read_csv(os.path.join(config.run.out_dir, "metrics.csv"))) == 4
 
     config.resume = "True"

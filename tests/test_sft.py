@@ -20,6 +20,7 @@ from jaxmarl_llm.train import entry, evaluate, lm_rl, sft
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, sft_defaults, validate_sft
 from jaxmarl_llm.train.metrics_log import read_csv
 from jaxmarl_llm.train.runner import run_training
+from killing import Killed, dying_after
 from jaxmarl_llm.train.scripted import binary_search
 
 
@@ -96,9 +97,6 @@ def test_exported_model_loads_back_with_identical_logits(tmp_path, train_base):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-class _Killed(Exception):
-    pass
-
 
 def test_killed_run_resumes_to_identical_results_and_exports(tmp_path):
     def small(out):
@@ -107,21 +105,8 @@ def test_killed_run_resumes_to_identical_results_and_exports(tmp_path):
     full = entry.train_from_config(small("full"))
     config = small("killed")
     trainer, chunk_fn, steps, headline = entry.build(config)
-    calls = {"n": 0}
-
-    def dying_chunk_fn(trainer, mesh, k):
-        fn = chunk_fn(trainer, mesh, k)
-
-        def run(state, hp):
-            calls["n"] += 1
-            if calls["n"] == 3:  # dies during the third chunk, after two checkpoints
-                raise _Killed()
-            return fn(state, hp)
-
-        return run
-
-    with pytest.raises(_Killed):
-        run_training(config, trainer, dying_chunk_fn, steps, headline)
+    with pytest.raises(Killed):  # dies during the third chunk, after two checkpoints
+        run_training(config, trainer, dying_after(chunk_fn, 3), steps, headline)
     config.resume = "True"
     resumed = entry.train_from_config(config)
     for a, b in zip(jax.tree.leaves(full["state"]), jax.tree.leaves(resumed["state"])):

@@ -127,19 +127,15 @@ def heldout_env(config, tokenizer):
 
 
 def trained_actor(config, trainer, state) -> Actor:
-    """Greedy actor of an lm_rl or sft run's state (lm_rl: the slot mapping of `lm_rl.make_train`)."""
+    """Greedy actor of an lm_rl or sft run's state (lm_rl: the trainer's own agent -> slot mapping)."""
     policy = greedy(trainer.policy)
     if config.trainer == "sft":
         params, trainable = trainer.weights(state, trainer.base)
         a = trainer.env.num_agents
         stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)
         return lm_actor(policy, params, stacked)
-    a = trainer.env.num_agents
-    frozen = np.zeros((a,), bool)
-    frozen[list(config.frozen_agents)] = True
-    slots = np.where(frozen, 1 if frozen.any() else 0, 0) if config.share_policy else np.arange(a)
-    per_agent = jax.tree.map(lambda x: x[jnp.asarray(slots)], state.trainable)
-    return lm_actor(policy, trainer.base, per_agent, jnp.asarray(np.where(frozen, 0.0, 1.0), jnp.float32))
+    per_agent = jax.tree.map(lambda x: x[jnp.asarray(trainer.slot_of_agent)], state.trainable)
+    return lm_actor(policy, trainer.base, per_agent, trainer.agent_scale)
 
 
 def evaluate_trainer(config, trainer, state, num_episodes: int | None = None) -> dict[str, float]:

@@ -115,6 +115,8 @@ class LMTrainer(NamedTuple):
     state_specs: Any
     num_updates: int
     tokenizer: Any
+    slot_of_agent: np.ndarray  # [A] int: the adapter slot each agent acts with
+    agent_scale: jax.Array  # [A] float: 0 for frozen agents (adapters off), else 1
 
 
 def parse_agent_map(value) -> dict[int, str]:
@@ -474,7 +476,7 @@ def make_train(config, env=None) -> LMTrainer:
     state_specs = LMRunnerState(trainable=P(), opt_state=P(), key=P(), update_step=P(),
                                 pool=P() if pool_size else None)
     return LMTrainer(env, config, LMHParams.from_config(config), policy, base, init, update, state_specs,
-                     num_updates, tokenizer)
+                     num_updates, tokenizer, slot_of_agent, agent_scale)
 
 
 def _check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
