@@ -59,6 +59,13 @@ class Env:
     agents: tuple[str, ...]
     observation_space: spaces.Space
     action_space: spaces.Space
+    # Structure trainers may exploit (token games set both):
+    #   max_movers: at most this many agents are active in any state (None: all may act at once);
+    #   appends_actions: observations are transcripts that only grow, and an agent's (cleaned) action is
+    #   appended verbatim to its own transcript where its prompt ended, so a policy can keep its KV cache
+    #   across turns and score a whole episode from the final transcript.
+    max_movers: int | None = None
+    appends_actions: bool = False
 
     @property
     def name(self) -> str:
@@ -137,6 +144,8 @@ class Wrapper(Env):
     default_params = property(lambda self: self._env.default_params)
     obs_sizes = property(lambda self: self._env.obs_sizes)
     action_sizes = property(lambda self: self._env.action_sizes)
+    max_movers = property(lambda self: self._env.max_movers)
+    appends_actions = property(lambda self: self._env.appends_actions)
     obs_mask = property(lambda self: self._env.obs_mask)
     action_mask = property(lambda self: self._env.action_mask)
 
@@ -164,6 +173,8 @@ class AutoReset(Wrapper):
     critic input in `info["final_world_state"]`) so a truncated episode can be
     bootstrapped from V(s_T).
     """
+
+    appends_actions = False  # a reset replaces the transcripts
 
     def step(self, key, state, action, params=None):
         key_step, key_reset = jax.random.split(key)

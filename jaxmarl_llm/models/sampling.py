@@ -106,30 +106,56 @@ def generate_with_state(
     """`generate` plus what policies want: prompt_hidden [B, D] (final hidden of the last prompt token)."""
     b, l = prompt_tokens.shape
     m = max_new_tokens
-    stop_ids = tuple(stop_ids)
     prompt_lengths = prompt_lengths.astype(jnp.int32)
     cache = init_cache(cfg, b, l + m)
     logits, hidden, cache = forward(params, prompt_tokens, cfg, lora=lora, lora_scale=lora_scale, cache=cache,
                                     num_new=prompt_lengths, logit_index=prompt_lengths - 1)
     prompt_hidden = jnp.take_along_axis(hidden, (prompt_lengths - 1)[:, None, None], axis=1)[:, 0]  # [B, D]
-    keys = jax.random.split(key, m)
-    tok0, lp0 = sample_token(keys[0], logits, temperature, top_k, top_p)
+
+    def step_fn(tok, cache):
+        logits, _, cache = forward(params, tok[:, None], cfg, lora=lora, lora_scale=lora_scale, cache=cache)
+        return logits[:, 0], cache
+
+    tokens, logprobs, mask, _ = decode(key, logits, cache, step_fn, max_new_tokens=m, temperature=temperature,
+                                       top_k=top_k, top_p=top_p, stop_ids=stop_ids, pad_id=pad_id)
+    return {"tokens": tokens, "logprobs": logprobs, "mask": mask, "prompt_hidden": prompt_hidden}
+
+
+def decode(key: jax.Array, logits: jax.Array, cache: Any, step_fn, *, max_new_tokens: int, temperature: float = 1.0,
+           top_k: int = 0, top_p: float = 1.0, stop_ids: Sequence[int] = (), pad_id: int = 0):
+    """Sample max_new_tokens per row from a filled cache.
+
+    key: one key, or one per row [B] (then each row samples as if it were alone in a batch of one).
+    logits [B, V] predict the first new token; step_fn(tokens [B], cache) -> (logits [B, V], cache) feeds one
+    token per row. Token j (j < M-1) is fed at the row's next cache slot, so after the call the cache holds
+    every sampled token but the last. Returns (tokens [B, M], logprobs [B, M], mask [B, M], cache).
+    """
+    b = logits.shape[0]
+    stop_ids = tuple(stop_ids)
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    if key.ndim == (1 if typed else 2):  # one key per row: row b's draws do not depend on its batch-mates
+        keys = jnp.swapaxes(jax.vmap(lambda k: jax.random.split(k, max_new_tokens))(key), 0, 1)  # [M, B, ...]
+        draw = jax.vmap(lambda k, lg: jax.tree.map(lambda x: x[0], sample_token(k, lg[None], temperature, top_k, top_p)))
+    else:
+        keys = jax.random.split(key, max_new_tokens)
+        draw = lambda k, lg: sample_token(k, lg, temperature, top_k, top_p)  # noqa: E731
+    tok0, lp0 = draw(keys[0], logits)
     done0 = _is_stop(tok0, stop_ids)
 
     def step(carry, k):
         cache, tok, done = carry
-        logits, _, cache = forward(params, tok[:, None], cfg, lora=lora, lora_scale=lora_scale, cache=cache)
-        new, lp = sample_token(k, logits[:, 0], temperature, top_k, top_p)
+        logits, cache = step_fn(tok, cache)
+        new, lp = draw(k, logits)
         new = jnp.where(done, pad_id, new)
         lp = jnp.where(done, 0.0, lp)
         real = ~done
         return (cache, new, done | _is_stop(new, stop_ids)), (new, lp, real)
 
-    _, (toks, lps, real) = jax.lax.scan(step, (cache, tok0, done0), keys[1:])
+    (cache, _, _), (toks, lps, real) = jax.lax.scan(step, (cache, tok0, done0), keys[1:])
     tokens = jnp.concatenate([tok0[:, None], toks.T], axis=1)  # [B, M]
     logprobs = jnp.concatenate([lp0[:, None], lps.T], axis=1)
     mask = jnp.concatenate([jnp.ones((b, 1), bool), real.T], axis=1)
-    return {"tokens": tokens, "logprobs": logprobs, "mask": mask, "prompt_hidden": prompt_hidden}
+    return tokens, logprobs, mask, cache
 
 
 def generate(key: jax.Array, params: Params, lora: Params | None, prompt_tokens: jax.Array,

@@ -119,6 +119,14 @@ def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float) -> jax.A
     return y
 
 
+def lm_head(params: Params, hidden: jax.Array, cfg: ModelConfig) -> jax.Array:
+    """hidden [..., D] -> float32 logits [..., V] (tied or untied head)."""
+    hidden = hidden.astype(cfg.compute_dtype)
+    if cfg.tie_embeddings:
+        return jnp.einsum("...d,vd->...v", hidden, params["embed"].astype(hidden.dtype), preferred_element_type=jnp.float32)
+    return jnp.einsum("...d,dv->...v", hidden, params["lm_head"].astype(hidden.dtype), preferred_element_type=jnp.float32)
+
+
 def forward(
     params: Params,
     tokens: jax.Array,
@@ -191,10 +199,7 @@ def forward(
     hidden = rms_norm(x, params["final_norm"], eps)  # [B, T, D]
 
     head_in = hidden if logit_index is None else jnp.take_along_axis(hidden, logit_index[:, None, None], axis=1)[:, 0]
-    if cfg.tie_embeddings:
-        logits = jnp.einsum("...d,vd->...v", head_in, params["embed"].astype(cdt), preferred_element_type=jnp.float32)
-    else:
-        logits = jnp.einsum("...d,dv->...v", head_in, params["lm_head"].astype(cdt), preferred_element_type=jnp.float32)
+    logits = lm_head(params, head_in, cfg)
 
     new_cache = None
     if cache is not None:

@@ -51,7 +51,7 @@ from flax import struct
 from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos import grpo, kl, rloo
-from jaxmarl_llm.algos.gae import gae
+from jaxmarl_llm.algos.gae import own_turn_gae
 from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss, shard_mean
 from jaxmarl_llm.envs import registry
 from jaxmarl_llm.envs.text.buffers import TextAction
@@ -59,6 +59,7 @@ from jaxmarl_llm.models import config as model_config
 from jaxmarl_llm.models.lora import LoraConfig
 from jaxmarl_llm.models.sampling import SamplingConfig
 from jaxmarl_llm.models.transformer import init_params
+from jaxmarl_llm.policies import transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens
 from jaxmarl_llm.train.mesh import DATA, global_index, shard_over_data
 from jaxmarl_llm.tokenizers import CharTokenizer, HFTokenizer
@@ -91,7 +92,7 @@ class LMRunnerState:
 class Turns(NamedTuple):
     """One rollout, [T, N, A, ...]."""
 
-    prompt: jax.Array  # [T, N, A, L] int32
+    prompt: jax.Array  # [T, N, A, L] int32 (width 0 in incremental mode: the final transcript holds every prompt)
     prompt_len: jax.Array  # [T, N, A]
     action: jax.Array  # [T, N, A, M]
     action_mask: jax.Array  # [T, N, A, M] bool: generated tokens
@@ -99,6 +100,7 @@ class Turns(NamedTuple):
     value: jax.Array  # [T, N, A]
     reward: jax.Array  # [T, N, A]
     alive: jax.Array  # [T, N] bool: the episode was running at this turn
+    acted: jax.Array  # [T, N, A] bool: active and alive (the seat chose an action)
     acts: jax.Array  # [T, N, A] bool: active, alive and learning (its tokens enter the policy loss)
     done: jax.Array  # [T, N] bool: the episode ended at this turn
     info: dict
@@ -117,6 +119,7 @@ class LMTrainer(NamedTuple):
     tokenizer: Any
     slot_of_agent: np.ndarray  # [A] int: the adapter slot each agent acts with
     agent_scale: jax.Array  # [A] float: 0 for frozen agents (adapters off), else 1
+    rollout: Any = None  # rollout(key, base, trainable, pool, env_ids) -> (Turns, Seats)
 
 
 def parse_agent_map(value) -> dict[int, str]:
@@ -203,6 +206,20 @@ def make_train(config, env=None) -> LMTrainer:
     num_updates = int(config.total_episodes // num_envs)
     pad_id = tokenizer.pad_id
     m_tokens = env.max_action_tokens
+    num_lm = len(lm_agents)
+    # token games: keep each seat's KV cache across turns and score an episode in one forward
+    incremental = bool(config.rollout.incremental) and bool(getattr(env, "appends_actions", False)) and num_lm > 0
+    movers = min(env.max_movers or num_lm, num_lm)  # LM rows computed per env and turn
+    chunk = int(config.rollout.chunk)
+    widths = transcripts.score_widths(env.capacity + m_tokens) if incremental else ()
+    from jaxmarl_llm.train.config import ConfigError
+
+    if incremental and num_envs % mb:
+        raise ConfigError(f"config.num_minibatches: {mb} must divide the envs of each device (num_envs={num_envs}): "
+                          "with incremental rollouts a minibatch is a set of whole episodes")
+    if not incremental and num_turns % mb:
+        raise ConfigError(f"config.num_minibatches: {mb} must divide num_turns ({num_turns}): each minibatch "
+                          "takes a slice of every episode's turns")
 
     def per_agent(trainable, agents):
         """Slot-stacked trainable [S, ...] -> one entry per listed agent [A', ...] (a gather: grads flow back)."""
@@ -301,16 +318,55 @@ def make_train(config, env=None) -> LMTrainer:
         obs, env_state = jax.vmap(env.reset)(group_keys)
         n = env_ids.shape[0]
 
+        def act_full(k_act, obs, active, cache):
+            """Every LM seat prefills its whole transcript and generates (any env)."""
+            s = act(per_env(k_act), base, adapters, scale, per_env_weights,
+                    take_agents(obs.tokens, lm_agents, 1), take_agents(obs.length, lm_agents, 1))
+            return s, cache
+
+        def act_incremental(k_act, obs, active, cache):
+            """Movers only (K rows per env), each reading just the tokens added since its last turn."""
+            act_lm = active[:, lm_agents]  # [N, A']
+            if movers == num_lm:
+                seat = jnp.broadcast_to(jnp.arange(num_lm), (n, num_lm))
+            else:
+                seat = jnp.argmax(act_lm, axis=-1)[:, None]  # [N, 1] (turn-based: the one mover)
+            env_of = jnp.broadcast_to(jnp.arange(n)[:, None], seat.shape)
+            rows = (env_of * num_lm + seat).reshape(-1)  # [N*K] rows of the cache
+            pick = lambda x: x[:, jnp.asarray(lm_agents)][env_of, seat].reshape((-1,) + x.shape[2:])  # noqa: E731
+            if per_env_weights:
+                row_ad = jax.tree.map(lambda x: x[env_of, seat].reshape((-1,) + x.shape[2:]), adapters)
+                row_scale = scale[env_of, seat].reshape(-1)
+            else:
+                row_ad = jax.tree.map(lambda x: x[seat].reshape((-1,) + x.shape[1:]), adapters)
+                row_scale = scale[seat].reshape(-1)
+            row_ad = {**row_ad, "lora": jax.tree.map(
+                lambda x: x * row_scale.reshape((-1,) + (1,) * (x.ndim - 1)).astype(x.dtype), row_ad["lora"])}
+            row_len = pick(obs.length)
+            # the key of (env, seat) that the full path uses, so both paths draw the same samples
+            row_keys = jax.vmap(jax.random.fold_in)(per_env(k_act)[env_of.reshape(-1)],
+                                                     jnp.asarray(lm_agents)[seat].reshape(-1))
+            sample, part = transcripts.act_rows(policy, row_keys, base, row_ad, pick(obs.tokens), row_len,
+                                                transcripts.take_rows(cache, rows), chunk)
+            acting = act_lm[env_of, seat].reshape(-1)
+            cache = transcripts.put_rows(cache, rows, part._replace(seen=jnp.where(acting, part.seen, row_len)))
+            # back to [N, A', ...]: rows of seats that did not move stay empty (masked below)
+            full = lambda x, fill: jnp.full((n, num_lm) + x.shape[1:], fill, x.dtype).at[env_of, seat].set(  # noqa: E731
+                x.reshape(seat.shape + x.shape[1:]))
+            out = type(sample)(full(sample.tokens, pad_id), full(sample.logprobs, 0.0), full(sample.mask, False),
+                               full(sample.value, 0.0))
+            return out, cache
+
         def live_turn(carry, t):
-            env_state, obs, alive = carry
+            env_state, obs, alive, cache = carry
             k_act, k_env = jax.random.split(jax.random.fold_in(k_turns, t))
+            active = jax.vmap(env.active)(env_state)  # [N, A]
             tokens = jnp.full((n, num_agents, m_tokens), pad_id, jnp.int32)
             mask = jnp.zeros((n, num_agents, m_tokens), bool)
             logprob = jnp.zeros((n, num_agents, m_tokens), jnp.float32)
             value = jnp.zeros((n, num_agents), jnp.float32)
             if len(lm_agents):
-                s = act(per_env(k_act), base, adapters, scale, per_env_weights,
-                        take_agents(obs.tokens, lm_agents, 1), take_agents(obs.length, lm_agents, 1))
+                s, cache = (act_incremental if incremental else act_full)(k_act, obs, active, cache)
                 idx = jnp.asarray(lm_agents)
                 tokens, mask = tokens.at[:, idx].set(s.tokens), mask.at[:, idx].set(s.mask)
                 logprob, value = logprob.at[:, idx].set(s.logprobs), value.at[:, idx].set(s.value)
@@ -319,18 +375,19 @@ def make_train(config, env=None) -> LMTrainer:
                 scr = jax.vmap(lambda k, st: env.opponent_action(k, st, kind))(k_opp, env_state)  # [N, A, M]
                 tokens = tokens.at[:, a].set(scr.tokens[:, a])
                 mask = mask.at[:, a].set(jnp.arange(m_tokens)[None, :] < scr.length[:, a, None])
-            active = jax.vmap(env.active)(env_state)  # [N, A]
+            mask = mask & active[..., None]  # an inactive seat's sample is never played nor scored
             length = mask.sum(-1).astype(jnp.int32)
             action = TextAction(tokens=jnp.where(mask, tokens, pad_id), length=length)
             next_obs, env_state2, reward, term, trunc, info = jax.vmap(env.step)(per_env(k_env), env_state, action)
             done = jnp.all(term | trunc, axis=-1) & alive
             rec = Turns(
-                prompt=obs.tokens, prompt_len=obs.length, action=action.tokens, action_mask=mask,
-                logprob=logprob, value=value, reward=reward * alive[:, None], alive=alive,
-                acts=active & alive[:, None] & seats.learns, done=done,
+                prompt=obs.tokens[..., :0] if incremental else obs.tokens, prompt_len=obs.length,
+                action=action.tokens, action_mask=mask, logprob=jnp.where(mask, logprob, 0.0),
+                value=value * active, reward=reward * alive[:, None], alive=alive,
+                acted=active & alive[:, None], acts=active & alive[:, None] & seats.learns, done=done,
                 info={k: v for k, v in info.items() if jnp.ndim(v) <= 2},
             )
-            return (env_state2, next_obs, alive & ~done), rec
+            return (env_state2, next_obs, alive & ~done, cache), rec
 
         def turn(carry, t):
             # once every local game has ended, later turns only record zeros (no model call)
@@ -341,18 +398,14 @@ def make_train(config, env=None) -> LMTrainer:
             return jax.lax.cond(carry[2].any(), live_turn, dead_turn, carry, t)
 
         alive0 = jnp.ones((n,), bool)
-        _, turns = jax.lax.scan(turn, (env_state, obs, alive0), jnp.arange(num_turns))
-        return turns, seats
+        cache = transcripts.init_rows(policy.cfg, n * num_lm, obs.tokens.shape[-1] + m_tokens) if incremental else None
+        (_, last_obs, _, _), turns = jax.lax.scan(turn, (env_state, obs, alive0, cache), jnp.arange(num_turns))
+        return turns, seats, last_obs.tokens
 
     def advantages(turns: Turns, hp: LMHParams, axis_name):
         """Per-turn advantages [T, N, A] and value targets [T, N, A]."""
-        alive = turns.alive[..., None].astype(jnp.float32)
-        if algo == "ppo":
-            values = turns.value * alive
-            next_values = jnp.concatenate([values[1:], jnp.zeros_like(values[:1])]) * (1.0 - turns.done[..., None])
-            end = jnp.broadcast_to(turns.done[..., None] | ~turns.alive[..., None], values.shape)
-            adv, ret = gae(turns.reward, values, next_values, end, end, hp.gamma, hp.gae_lambda)
-            return adv, ret
+        if algo == "ppo":  # each seat's own turns are its MDP; others' moves are part of its environment
+            return own_turn_gae(turns.reward, turns.value, turns.acted, hp.gamma, hp.gae_lambda)
         returns = turns.reward.sum(0)  # [N, A] episode return per agent
         grouped = jnp.moveaxis(returns.reshape(-1, group, num_agents), -1, 0)  # [A, N/G, G]
         if algo == "grpo":
@@ -377,7 +430,7 @@ def make_train(config, env=None) -> LMTrainer:
         return turns._replace(prompt=sub(turns.prompt, 2), prompt_len=sub(turns.prompt_len, 2),
                               action=sub(turns.action, 2), action_mask=sub(turns.action_mask, 2),
                               logprob=sub(turns.logprob, 2), value=sub(turns.value, 2), reward=sub(turns.reward, 2),
-                              acts=sub(turns.acts, 2), info={})
+                              acted=sub(turns.acted, 2), acts=sub(turns.acts, 2), info={})
 
     def score_turns(base, trainable, batch: Turns, reference: bool = False):
         """`score` one turn slice at a time, skipping slices with nothing to learn (ended games cost nothing)."""
@@ -394,13 +447,45 @@ def make_train(config, env=None) -> LMTrainer:
 
         return jax.lax.map(one, batch._replace(info={}))
 
-    def loss_fn(trainable, base, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name):
-        logprob, entropy, value = score_turns(base, trainable, mb_turns)
+    def score_episodes(base, trainable, batch: Turns, seqs, reference: bool = False):
+        """Incremental mode: one forward per (env, loss seat) over its episode (seqs [n, A_l, W]) scores every
+        turn; batch fields [T, n, A_l, ...] -> logprob, entropy [T, n, A_l, M], value [T, n, A_l]."""
+        agents_tr = per_agent(trainable, loss_agents)
+        mask = batch.action_mask & batch.acts[..., None]
+
+        def one_agent(tr, seq, plen, action, amask):  # seq [n, W], plen [T, n], action [T, n, M]
+            lp, ent, value = transcripts.score_transcripts(
+                policy, base, None if reference else tr, seq, plen.T, jnp.swapaxes(action, 0, 1),
+                jnp.swapaxes(amask, 0, 1), widths)
+            return jnp.swapaxes(lp, 0, 1), jnp.swapaxes(ent, 0, 1), value.T
+
+        lp, ent, value = jax.vmap(one_agent, in_axes=(0, 1, 2, 2, 2), out_axes=(2, 2, 2))(
+            agents_tr, seqs, batch.prompt_len, batch.action, mask)
+        return lp, ent, value
+
+    def episode_seqs(final_tokens, train_turns: Turns, learns):
+        """Each loss seat's final transcript with its last action written back: [N, A_l, L + M]."""
+        final = loss_view(final_tokens[None], learns)[0]  # [N, A_l, L]
+        t_total = train_turns.acts.shape[0]
+        last = t_total - 1 - jnp.argmax(train_turns.acts[::-1], axis=0)  # [N, A_l] last turn the seat acted
+        at_last = lambda x: jnp.take_along_axis(x, last.reshape((1,) + last.shape + (1,) * (x.ndim - 3)), 0)[0]  # noqa: E731
+        lead = final.shape[:2]
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        seq = transcripts.episode_sequence(flat(final), flat(at_last(train_turns.prompt_len)),
+                                           flat(at_last(train_turns.action)), flat(at_last(train_turns.action_mask)))
+        return seq.reshape(lead + seq.shape[1:])
+
+    def loss_fn(trainable, base, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name, seqs=None):
+        if incremental:
+            score_batch = lambda reference: score_episodes(base, trainable, mb_turns, seqs, reference)  # noqa: E731
+        else:
+            score_batch = lambda reference: score_turns(base, trainable, mb_turns, reference)  # noqa: E731
+        logprob, entropy, value = score_batch(False)
         token_mask = mb_turns.action_mask & mb_turns.acts[..., None]  # [B, N, A_l, M]
         token_adv = jnp.broadcast_to(adv[..., None], logprob.shape)
         metrics = {}
         if use_kl:
-            ref_lp, _, _ = score_turns(base, trainable, mb_turns, reference=True)
+            ref_lp, _, _ = score_batch(True)
             ref_lp = jax.lax.stop_gradient(ref_lp)
         else:
             ref_lp = None
@@ -410,7 +495,7 @@ def make_train(config, env=None) -> LMTrainer:
             pl, metrics = ppo_loss(logprob, mb_turns.logprob, token_adv, jnp.zeros_like(logprob),
                                    jnp.zeros_like(logprob), jnp.zeros_like(logprob), entropy, coefs,
                                    mask=token_mask, axis_name=axis_name)
-            value_mask = jnp.broadcast_to(mb_turns.alive[..., None], value.shape)
+            value_mask = mb_turns.acts  # the turns where the seat chose (own-turn GAE)
             vl = 0.5 * shard_mean(jnp.square(value - ret), value_mask, axis_name)
             loss = pl + hp.vf_coef * vl
             metrics = {**metrics, "value_loss": vl}
@@ -438,7 +523,7 @@ def make_train(config, env=None) -> LMTrainer:
         key, k_roll, k_epochs = jax.random.split(state.key, 3)
         n_local = num_envs if axis_name is None else num_envs // jax.lax.psum(1, axis_name)
         env_ids = global_index(n_local, axis_name)
-        turns, seats = rollout(k_roll, base, state.trainable, state.pool, env_ids)
+        turns, seats, final_tokens = rollout(k_roll, base, state.trainable, state.pool, env_ids)
         adv, ret = advantages(turns, hp, axis_name)
         adv, ret = loss_view(adv, seats.learns), loss_view(ret, seats.learns)
         train_turns = loss_seats(turns, seats.learns)
@@ -446,23 +531,44 @@ def make_train(config, env=None) -> LMTrainer:
 
         def minibatch_step(carry, batch):
             trainable, opt_state = carry
-            mb_turns, mb_adv, mb_ret = batch
-            grads, metrics = jax.grad(loss_fn, has_aux=True)(trainable, base, mb_turns, mb_adv, mb_ret, hp, axis_name)
+            mb_turns, mb_adv, mb_ret, mb_seqs = batch
+            grads, metrics = jax.grad(loss_fn, has_aux=True)(trainable, base, mb_turns, mb_adv, mb_ret, hp, axis_name,
+                                                             mb_seqs)
             if axis_name is not None:
                 grads, metrics = jax.lax.psum((grads, metrics), axis_name)
             updates, opt_state = tx.update(grads, opt_state, trainable)
             return (optax.apply_updates(trainable, updates), opt_state), metrics
 
-        def epoch(carry, epoch_key):
-            # every env shuffles its own turns; minibatch k takes slice k of each env's order
-            data = (train_turns, adv, ret)
-            if mb == 1:  # one minibatch: order is irrelevant, and turn slices stay whole turns (skippable when over)
-                shuffled = data
-            else:
-                perms = jax.vmap(lambda i: jax.random.permutation(jax.random.fold_in(epoch_key, i), num_turns))(env_ids)
-                shuffled = jax.tree.map(lambda x: _gather_turns(x, perms), data)
-            minibatches = jax.tree.map(lambda x: x.reshape(mb, num_turns // mb, *x.shape[1:]), shuffled)
-            return jax.lax.scan(minibatch_step, carry, minibatches)
+        if incremental:
+            if n_local % mb:
+                from jaxmarl_llm.train.config import ConfigError
+
+                raise ConfigError(f"config.num_minibatches: {mb} does not divide the {n_local} envs of a device; "
+                                  "with incremental rollouts a minibatch is a set of whole episodes")
+            seqs = episode_seqs(final_tokens, train_turns, seats.learns)
+            to_env_first = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731  [T, N, ...] -> [N, T, ...]
+            data = (jax.tree.map(to_env_first, train_turns._replace(info={})), jax.tree.map(to_env_first, (adv, ret)), seqs)
+
+            def epoch(carry, epoch_key):
+                # a minibatch is a set of whole episodes (each is scored in one forward)
+                order = jnp.arange(n_local) if mb == 1 else jax.random.permutation(
+                    jax.random.fold_in(epoch_key, env_ids[0]), n_local)
+                parts = jax.tree.map(lambda x: x[order].reshape((mb, n_local // mb) + x.shape[1:]), data)
+                parts = (jax.tree.map(lambda x: jnp.swapaxes(x, 1, 2), parts[0]),
+                         *jax.tree.map(lambda x: jnp.swapaxes(x, 1, 2), parts[1]), parts[2])
+                return jax.lax.scan(minibatch_step, carry, parts)
+        else:
+            def epoch(carry, epoch_key):
+                # every env shuffles its own turns; minibatch k takes slice k of each env's order
+                data = (train_turns, adv, ret)
+                if mb == 1:  # one minibatch: order is irrelevant, and turn slices stay whole turns (skippable)
+                    shuffled = data
+                else:
+                    perms = jax.vmap(lambda i: jax.random.permutation(jax.random.fold_in(epoch_key, i), num_turns))(
+                        env_ids)
+                    shuffled = jax.tree.map(lambda x: _gather_turns(x, perms), data)
+                minibatches = jax.tree.map(lambda x: x.reshape(mb, num_turns // mb, *x.shape[1:]), shuffled)
+                return jax.lax.scan(minibatch_step, carry, (*minibatches, None))
 
         (trainable, opt_state), loss_metrics = jax.lax.scan(
             epoch, (state.trainable, state.opt_state), jax.random.split(k_epochs, config.update_epochs)
@@ -476,7 +582,7 @@ def make_train(config, env=None) -> LMTrainer:
     state_specs = LMRunnerState(trainable=P(), opt_state=P(), key=P(), update_step=P(),
                                 pool=P() if pool_size else None)
     return LMTrainer(env, config, LMHParams.from_config(config), policy, base, init, update, state_specs,
-                     num_updates, tokenizer, slot_of_agent, agent_scale)
+                     num_updates, tokenizer, slot_of_agent, agent_scale, rollout)
 
 
 def _check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:

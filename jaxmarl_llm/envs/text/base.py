@@ -45,6 +45,8 @@ def _select(pred, on_true, on_false):
 class TextEnv(Env):
     """Base of the token games. Subclasses set tables, then call `_setup`."""
 
+    appends_actions = True  # `_step` first appends each agent's cleaned action to its own transcript
+
     def __init__(self, tokenizer, agents: tuple[str, ...], capacity: int, max_action_tokens: int):
         self.tokenizer = tokenizer if tokenizer is not None else CharTokenizer()
         self.codec = Codec(self.tokenizer)

@@ -44,6 +44,8 @@ def band_reward(ratio: jax.Array, low: float, high: float, decay: float) -> jax.
 
 
 class CooperativeWriting(TextEnv):
+
+    max_movers = 1  # turn-based: one seat writes per step
     def __init__(self, tokenizer=None, capacity: int = 1024, max_action_tokens: int = 320):
         super().__init__(tokenizer, ("writer", "expander"), capacity, max_action_tokens)
         self.themes = self.codec.table([t + ".\n" for t in datasets.writing_prompts()])

@@ -55,6 +55,8 @@ class DebateState(TextState):
 
 
 class Debate(TextEnv):
+
+    max_movers = 1  # turn-based: one seat writes per step
     def __init__(self, tokenizer=None, judge: str = "rule", rounds: int = 2, capacity: int = 1536, max_action_tokens: int = 160):
         if judge not in ("rule", "lm"):
             raise ValueError(f"judge must be 'rule' or 'lm', got {judge!r}")

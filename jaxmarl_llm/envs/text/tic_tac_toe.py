@@ -146,6 +146,8 @@ class TicTacToeState(TextState):
 
 
 class TicTacToe(TextEnv):
+
+    max_movers = 1  # turn-based: one seat writes per step
     def __init__(self, tokenizer=None, capacity: int = 640, max_action_tokens: int = 8):
         super().__init__(tokenizer, ("x", "o"), capacity, max_action_tokens)
         # feedback row 2*r + agent: the board (r-th reachable position) after a legal move and that

@@ -55,6 +55,8 @@ class TwentyQuestionsState(TextState):
 
 
 class TwentyQuestions(TextEnv):
+
+    max_movers = 1  # turn-based: one seat writes per step
     def __init__(self, tokenizer=None, answerer: str = "oracle", max_turns: int = 20, capacity: int = 2048, max_action_tokens: int = 48):
         if answerer not in ("oracle", "lm"):
             raise ValueError(f"answerer must be 'oracle' or 'lm', got {answerer!r}")

@@ -1,0 +1,176 @@
+"""Acting on and scoring growing transcripts: a KV cache kept across turns, one forward per episode.
+
+Token games append to each agent's transcript and never rewrite it (`env.appends_actions`):
+the prompt of turn t+1 starts with the prompt of turn t followed by the agent's own
+(cleaned) action. So an LM policy never needs to re-read what it has already read:
+
+    cache = init_rows(cfg, rows, capacity)                       # one KV row per (env, seat)
+    sample, cache = act_rows(policy, key, base, adapters, tokens, length, cache, chunk)
+        # prefill only the tokens added since the row last acted, `chunk` at a time, then decode
+
+and a whole episode is scored with one forward over its final transcript (the context of
+every turn is a prefix of it):
+
+    lp, ent, value = score_transcripts(policy, base, trainable, seq, prompt_len, action, mask, widths)
+
+Row r's cache slots [0, seen[r]) hold its transcript's keys/values. Slots past `seen` may hold
+garbage (chunk padding, an unfed last token); a query at position p attends to slots <= p only,
+and every such slot has been rewritten with the true token before it is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxmarl_llm.models.sampling import decode, sampling_logprobs
+from jaxmarl_llm.models.transformer import forward, lm_head
+from jaxmarl_llm.policies.base import Sample
+from jaxmarl_llm.policies.lm_policy import LMPolicy, value_head_apply
+
+
+class RowCache(NamedTuple):
+    k: jax.Array  # [N_layers, R, S, Hkv, D]
+    v: jax.Array  # [N_layers, R, S, Hkv, D]
+    seen: jax.Array  # [R] int32: transcript tokens whose keys/values are in the cache
+
+
+def init_rows(cfg, rows: int, capacity: int) -> RowCache:
+    """Empty caches for `rows` transcripts of up to `capacity` tokens (plus generated ones)."""
+    shape = (cfg.num_layers, rows, capacity, cfg.num_kv_heads, cfg.head_dim)
+    return RowCache(jnp.zeros(shape, cfg.compute_dtype), jnp.zeros(shape, cfg.compute_dtype), jnp.zeros((rows,), jnp.int32))
+
+
+def take_rows(cache: RowCache, rows: jax.Array) -> RowCache:
+    return RowCache(cache.k[:, rows], cache.v[:, rows], cache.seen[rows])
+
+
+def put_rows(cache: RowCache, rows: jax.Array, part: RowCache) -> RowCache:
+    return RowCache(cache.k.at[:, rows].set(part.k), cache.v.at[:, rows].set(part.v), cache.seen.at[rows].set(part.seen))
+
+
+def _row_forward(policy: LMPolicy, base, adapters, tokens, k, v, start, logit_index):
+    """Per-row adapters: forward row b (tokens [B, T]) at positions start[b] + t against its own cache."""
+    cfg, scale = policy.cfg, policy.lora.scale
+
+    def one(lo, tok, kr, vr, s, li):
+        cache = {"k": kr[:, None], "v": vr[:, None], "lengths": s[None]}
+        logits, hidden, cache = forward(base, tok[None], cfg, lora=lo, lora_scale=scale, cache=cache,
+                                        logit_index=li[None])
+        return logits[0], hidden[0, li], cache["k"][:, 0], cache["v"][:, 0]
+
+    lora = None if adapters is None else adapters["lora"]
+    return jax.vmap(one, in_axes=(None if lora is None else 0, 0, 1, 1, 0, 0), out_axes=(0, 0, 1, 1))(
+        lora, tokens, k, v, start, logit_index)
+
+
+def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array, length: jax.Array,
+             cache: RowCache, chunk: int) -> tuple[Sample, RowCache]:
+    """Catch each row's cache up to its transcript (tokens [B, L], length [B]), then sample an action.
+
+    adapters: per-row trainable {"lora", "value_head"} with leaves [B, ...], or None (the base model).
+    key: one key, or one per row (each row then samples independently of its batch-mates).
+    The returned cache holds the transcript plus the action's tokens but the last (the env echoes
+    the action, so next turn's catch-up starts there).
+    """
+    b, l = tokens.shape
+    s_cfg = policy.sampling
+    length = length.astype(jnp.int32)
+    start = jnp.clip(jnp.minimum(cache.seen, length - 1), 0)  # re-read >= 1 token: its logits start the action
+    padded = jnp.pad(tokens, ((0, 0), (0, chunk)), constant_values=s_cfg.pad_id)
+    num_chunks = jnp.max((length - start + chunk - 1) // chunk)
+    window = jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (chunk,)))
+
+    def prefill(c, carry):
+        k, v, logits, hidden = carry
+        s = start + c * chunk
+        last = jnp.clip(length - 1 - s, 0, chunk - 1)
+        lg, hd, k, v = _row_forward(policy, base, adapters, window(padded, jnp.minimum(s, l)), k, v, s, last)
+        here = (length - 1 >= s) & (length - 1 < s + chunk)  # [B] this chunk holds the row's last token
+        return k, v, jnp.where(here[:, None], lg, logits), jnp.where(here[:, None], hd, hidden)
+
+    v0 = jnp.zeros((b, policy.cfg.vocab_size), jnp.float32)
+    h0 = jnp.zeros((b, policy.cfg.hidden_size), policy.cfg.compute_dtype)
+    k, v, logits, hidden = jax.lax.fori_loop(0, num_chunks, prefill, (cache.k, cache.v, v0, h0))
+
+    def step_fn(tok, kv):
+        (k, v), pos = kv
+        lg, _, k, v = _row_forward(policy, base, adapters, tok[:, None], k, v, pos, jnp.zeros_like(pos))
+        return lg, ((k, v), pos + 1)
+
+    toks, lps, mask, ((k, v), _) = decode(
+        key, logits, ((k, v), length), step_fn, max_new_tokens=s_cfg.max_new_tokens, temperature=s_cfg.temperature,
+        top_k=s_cfg.top_k, top_p=s_cfg.top_p, stop_ids=s_cfg.stop_ids, pad_id=s_cfg.pad_id)
+    value = jnp.zeros((b,), jnp.float32)
+    if adapters is not None and "value_head" in adapters:
+        value = jax.vmap(value_head_apply)(adapters["value_head"], hidden)
+    # what the env will echo: the tokens before the first stop id; all but the last were fed to the cache
+    stops = jnp.isin(toks, jnp.asarray(s_cfg.stop_ids or (-1,), jnp.int32)) & mask
+    echoed = jnp.where(stops.any(-1), jnp.argmax(stops, -1), mask.sum(-1)).astype(jnp.int32)
+    seen = length + jnp.minimum(echoed, s_cfg.max_new_tokens - 1)
+    return Sample(toks, lps, mask, value), RowCache(k, v, seen)
+
+
+def episode_sequence(final_tokens: jax.Array, last_prompt_len: jax.Array, last_action: jax.Array,
+                     last_mask: jax.Array) -> jax.Array:
+    """The scored sequence: the final transcript [B, L] with the row's last action written back at its
+    prompt length (so an action cut by the capacity is still scored in full) -> [B, L + M]."""
+    m = last_action.shape[-1]
+    seq = jnp.pad(final_tokens, ((0, 0), (0, m)))
+    act = jnp.where(last_mask, last_action, 0).astype(seq.dtype)
+    keep = jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (m,)))(seq, last_prompt_len)
+    act = jnp.where(last_mask, act, keep)
+    return jax.vmap(lambda row, a, s: jax.lax.dynamic_update_slice(row, a, (s,)))(seq, act, last_prompt_len)
+
+
+def score_widths(total: int, smallest: int = 128) -> tuple[int, ...]:
+    """Static forward widths to choose from: smallest, 2x, 4x, ... below `total`, then `total` itself.
+
+    A short episode runs at a narrow width (a few compiled branches instead of one per length)."""
+    widths, w = [], smallest
+    while w < total:
+        widths.append(w)
+        w *= 2
+    return (*widths, total)
+
+
+def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Array, prompt_len: jax.Array,
+                      action: jax.Array, mask: jax.Array, widths: tuple[int, ...]):
+    """Log-probs, entropies [B, T, M] and values [B, T] of every turn's action from one forward per row.
+
+    seq [B, W] (episode_sequence), prompt_len [B, T], action / mask [B, T, M]. The forward runs at the
+    narrowest width in `widths` that covers every scored position (a `lax.switch`, so compute follows
+    the episodes' real length). Zero where mask is 0.
+    """
+    b, t, m = action.shape
+    s = policy.sampling
+    acting = mask.any(-1)  # [B, T]
+    need = jnp.max(jnp.where(acting, prompt_len + m, 1))
+    branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
+    lora = None if trainable is None else trainable.get("lora")
+
+    def run(width):
+        def fn(seq):
+            _, hidden, _ = forward(base, seq[:, :width], policy.cfg, lora=lora, lora_scale=policy.lora.scale)
+            pos = jnp.clip(prompt_len[..., None] + jnp.arange(m) - 1, 0, width - 1).reshape(b, t * m)
+            h = jnp.take_along_axis(hidden, pos[..., None], axis=1)  # [B, T*M, D]
+            logits = lm_head(base, h, policy.cfg)
+            if s.temperature == 0:
+                lp_all = jax.nn.log_softmax(logits, axis=-1)
+            else:
+                lp_all = sampling_logprobs(logits, s.temperature, s.top_k, s.top_p)
+            lp = jnp.take_along_axis(lp_all, action.reshape(b, t * m, 1), axis=-1)[..., 0]
+            p = jnp.exp(lp_all)
+            ent = -jnp.sum(jnp.where(p > 0, p * lp_all, 0.0), axis=-1)
+            value = jnp.zeros((b, t), jnp.float32)
+            if trainable is not None and "value_head" in trainable:
+                vpos = jnp.clip(prompt_len - 1, 0, width - 1)
+                value = value_head_apply(trainable["value_head"], jnp.take_along_axis(hidden, vpos[..., None], axis=1))
+            return lp.reshape(b, t, m), ent.reshape(b, t, m), value
+        return fn
+
+    lp, ent, value = jax.lax.switch(branch, [run(w) for w in widths], seq)
+    fm = mask.astype(jnp.float32)
+    return lp * fm, ent * fm, value * acting
