@@ -127,9 +127,9 @@ def heldout_env(config, tokenizer):
 
 
 def trained_actor(config, trainer, state) -> Actor:
-    """Greedy actor of an lm_rl or sft run's state (lm_rl: the trainer's own agent -> slot mapping)."""
+    """Greedy actor of an lm_rl, sft or dpo run's state (lm_rl: the trainer's own agent -> slot mapping)."""
     policy = greedy(trainer.policy)
-    if config.trainer == "sft":
+    if config.trainer in ("sft", "dpo"):
         params, trainable = trainer.weights(state, trainer.base)
         a = trainer.env.num_agents
         stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)

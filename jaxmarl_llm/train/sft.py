@@ -72,6 +72,7 @@ class Transcripts(NamedTuple):
     mask: jax.Array  # [B, L] bool: positions whose target counts
     turn_mask: jax.Array  # [B, T, L] bool: the same, split by turn (for per-move accuracy)
     solved: jax.Array  # [B] float: the episode's return was positive (teacher quality)
+    returns: jax.Array  # [B] float: the agent's episode return
 
 
 class SFTTrainer(NamedTuple):
@@ -89,8 +90,15 @@ class SFTTrainer(NamedTuple):
     export: Any  # export(state, path) -> path: an HF folder with adapters merged
 
 
-def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Array, eos_id: int) -> Transcripts:
-    """Play the teacher in `len(env_ids)` envs and turn each agent's transcript into a training row."""
+def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Array, eos_id: int,
+            all_moves: bool = False, act_key: jax.Array | None = None) -> Transcripts:
+    """Play the teacher in `len(env_ids)` envs and turn each agent's transcript into a training row.
+
+    all_moves: every move the agent makes is a target (DPO scores whole trajectories, exploration
+    moves included), not only the script's own choices. act_key: the actor's randomness comes from
+    this key instead of `key`, so two players see the same envs (same resets and env steps) but make
+    independent choices.
+    """
     per_env = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(env_ids)  # noqa: E731
     k_reset, k_turns = jax.random.split(key)
     obs, state = jax.vmap(env.reset)(per_env(k_reset))
@@ -99,7 +107,11 @@ def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Ar
     def turn(carry, t):
         state, obs, memory, alive = carry
         k_act, k_env = jax.random.split(jax.random.fold_in(k_turns, t))
+        if act_key is not None:
+            k_act = jax.random.fold_in(act_key, t)
         action, target, memory = jax.vmap(script.act)(per_env(k_act), memory, state)
+        if all_moves:
+            target = jnp.ones_like(target)
         active = jax.vmap(env.active)(state)  # [N, A]
         next_obs, state2, reward, term, trunc, _ = jax.vmap(env.step)(per_env(k_env), state, action)
         done = jnp.all(term | trunc, axis=-1) & alive
@@ -123,8 +135,28 @@ def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Ar
     return Transcripts(
         tokens=rows(tokens), targets=rows(targets), mask=rows(turn_mask.any(0)),
         turn_mask=rows(jnp.moveaxis(turn_mask, 0, 2)),
-        solved=rows((reward.sum(0) > 0).astype(jnp.float32)),
+        solved=rows((reward.sum(0) > 0).astype(jnp.float32)), returns=rows(reward.sum(0)),
     )
+
+
+def optimizer(num_updates: int, warmup_updates: int, anneal_lr: bool):
+    """(lr_at(hp, count), make_tx(hp)): AdamW with global-norm clipping, linear warmup, then cosine to
+    10% of hp.lr at the last update (or constant). hp needs lr, max_grad_norm and weight_decay."""
+    warmup = max(int(warmup_updates), 1)
+    anneal = bool(anneal_lr)
+
+    def lr_at(hp, count: jax.Array) -> jax.Array:
+        warm = jnp.minimum(1.0, (count + 1.0) / warmup)
+        frac = jnp.clip(count / max(num_updates, 1), 0.0, 1.0)
+        decay = 0.1 + 0.9 * 0.5 * (1.0 + jnp.cos(jnp.pi * frac)) if anneal else 1.0
+        return hp.lr * warm * decay
+
+    def make_tx(hp):
+        return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), optax.scale_by_adam(),
+                           optax.add_decayed_weights(hp.weight_decay),
+                           optax.scale_by_schedule(lambda count: -lr_at(hp, count)))
+
+    return lr_at, make_tx
 
 
 def make_train(config, env=None) -> SFTTrainer:
@@ -140,20 +172,7 @@ def make_train(config, env=None) -> SFTTrainer:
     train_base = bool(config.train_base)
     num_envs, num_turns = config.num_envs, config.num_turns
     num_updates = int(config.total_episodes // num_envs)
-    warmup = max(int(config.warmup_updates), 1)
-    anneal = bool(config.anneal_lr)
-
-    def lr_at(hp: SFTHParams, count: jax.Array) -> jax.Array:
-        """Linear warmup, then cosine to 10% of lr at the last update (or constant)."""
-        warm = jnp.minimum(1.0, (count + 1.0) / warmup)
-        frac = jnp.clip(count / max(num_updates, 1), 0.0, 1.0)
-        decay = 0.1 + 0.9 * 0.5 * (1.0 + jnp.cos(jnp.pi * frac)) if anneal else 1.0
-        return hp.lr * warm * decay
-
-    def make_tx(hp: SFTHParams):
-        return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), optax.scale_by_adam(),
-                           optax.add_decayed_weights(hp.weight_decay),
-                           optax.scale_by_schedule(lambda count: -lr_at(hp, count)))
+    lr_at, make_tx = optimizer(num_updates, config.warmup_updates, config.anneal_lr)
 
     def weights(state: SFTState, base) -> tuple[Any, Any]:
         """(base params, adapter trainable or None) that act and score."""
