@@ -136,18 +136,24 @@ def score_widths(total: int, smallest: int = 128) -> tuple[int, ...]:
     return (*widths, total)
 
 
+def needed_width(prompt_len: jax.Array, mask: jax.Array) -> jax.Array:
+    """The forward width that covers every scored action (prompt_len [..., T], mask [..., T, M])."""
+    return jnp.max(jnp.where(mask.any(-1), prompt_len + mask.shape[-1], 1))
+
+
 def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Array, prompt_len: jax.Array,
-                      action: jax.Array, mask: jax.Array, widths: tuple[int, ...]):
+                      action: jax.Array, mask: jax.Array, widths: tuple[int, ...], need: jax.Array | None = None):
     """Log-probs, entropies [B, T, M] and values [B, T] of every turn's action from one forward per row.
 
     seq [B, W] (episode_sequence), prompt_len [B, T], action / mask [B, T, M]. The forward runs at the
     narrowest width in `widths` that covers every scored position (a `lax.switch`, so compute follows
-    the episodes' real length). Zero where mask is 0.
+    the episodes' real length). Zero where mask is 0. Under `vmap`, pass `need` (the width to cover,
+    `needed_width` of the whole batch) from outside: a batched switch index would run every branch.
     """
     b, t, m = action.shape
     s = policy.sampling
     acting = mask.any(-1)  # [B, T]
-    need = jnp.max(jnp.where(acting, prompt_len + m, 1))
+    need = needed_width(prompt_len, mask) if need is None else need
     branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
     lora = None if trainable is None else trainable.get("lora")
 

@@ -160,7 +160,7 @@ def build_model(mcfg, tokenizer, seed: int):
     cfg = model_config.tiny(
         mcfg.family, vocab_size=tokenizer.vocab_size, hidden_size=mcfg.hidden_size, intermediate_size=mcfg.intermediate_size,
         num_layers=mcfg.num_layers, num_heads=mcfg.num_heads, num_kv_heads=mcfg.num_kv_heads, head_dim=mcfg.head_dim,
-        max_position_embeddings=mcfg.max_position_embeddings,
+        max_position_embeddings=mcfg.max_position_embeddings, dtype=mcfg.dtype, param_dtype=mcfg.dtype,
     )
     # std 0.1 (not 0.02): with RMSNorm fixing |h|, LoRA on the blocks can only steer the logits
     # as far as |lm_head rows| allows; a from-scratch base needs room to express preferences.
@@ -447,16 +447,18 @@ def make_train(config, env=None) -> LMTrainer:
 
         return jax.lax.map(one, batch._replace(info={}))
 
-    def score_episodes(base, trainable, batch: Turns, seqs, reference: bool = False):
+    def score_episodes(base, trainable, batch: Turns, seqs, reference: bool = False, width: int | None = None):
         """Incremental mode: one forward per (env, loss seat) over its episode (seqs [n, A_l, W]) scores every
         turn; batch fields [T, n, A_l, ...] -> logprob, entropy [T, n, A_l, M], value [T, n, A_l]."""
         agents_tr = per_agent(trainable, loss_agents)
         mask = batch.action_mask & batch.acts[..., None]
+        need = transcripts.needed_width(batch.prompt_len, mask)  # one width for all agents (an unbatched switch)
+        at = widths if width is None else (width,)
 
         def one_agent(tr, seq, plen, action, amask):  # seq [n, W], plen [T, n], action [T, n, M]
             lp, ent, value = transcripts.score_transcripts(
                 policy, base, None if reference else tr, seq, plen.T, jnp.swapaxes(action, 0, 1),
-                jnp.swapaxes(amask, 0, 1), widths)
+                jnp.swapaxes(amask, 0, 1), at, need)
             return jnp.swapaxes(lp, 0, 1), jnp.swapaxes(ent, 0, 1), value.T
 
         lp, ent, value = jax.vmap(one_agent, in_axes=(0, 1, 2, 2, 2), out_axes=(2, 2, 2))(
@@ -475,9 +477,9 @@ def make_train(config, env=None) -> LMTrainer:
                                            flat(at_last(train_turns.action)), flat(at_last(train_turns.action_mask)))
         return seq.reshape(lead + seq.shape[1:])
 
-    def loss_fn(trainable, base, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name, seqs=None):
+    def loss_fn(trainable, base, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name, seqs=None, width=None):
         if incremental:
-            score_batch = lambda reference: score_episodes(base, trainable, mb_turns, seqs, reference)  # noqa: E731
+            score_batch = lambda reference: score_episodes(base, trainable, mb_turns, seqs, reference, width)  # noqa: E731
         else:
             score_batch = lambda reference: score_turns(base, trainable, mb_turns, reference)  # noqa: E731
         logprob, entropy, value = score_batch(False)
@@ -532,8 +534,18 @@ def make_train(config, env=None) -> LMTrainer:
         def minibatch_step(carry, batch):
             trainable, opt_state = carry
             mb_turns, mb_adv, mb_ret, mb_seqs = batch
-            grads, metrics = jax.grad(loss_fn, has_aux=True)(trainable, base, mb_turns, mb_adv, mb_ret, hp, axis_name,
-                                                             mb_seqs)
+            grad_fn = lambda width: jax.grad(loss_fn, has_aux=True)(  # noqa: E731
+                trainable, base, mb_turns, mb_adv, mb_ret, hp, axis_name, mb_seqs, width)
+            if incremental:
+                # the forward width follows the longest episode; the switch sits outside the gradient so
+                # only the taken width's activations exist (a switch inside `grad` keeps every branch's)
+                need = transcripts.needed_width(mb_turns.prompt_len, mb_turns.action_mask & mb_turns.acts[..., None])
+                if axis_name is not None:
+                    need = jax.lax.pmax(need, axis_name)
+                branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
+                grads, metrics = jax.lax.switch(branch, [lambda w=w: grad_fn(w) for w in widths])
+            else:
+                grads, metrics = grad_fn(None)
             if axis_name is not None:
                 grads, metrics = jax.lax.psum((grads, metrics), axis_name)
             updates, opt_state = tx.update(grads, opt_state, trainable)
