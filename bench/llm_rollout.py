@@ -2,6 +2,7 @@
 
     python bench/llm_rollout.py                      # 16 games per iteration, 3 timed iterations each side
     python bench/llm_rollout.py --games 32 --iters 5
+    python bench/llm_rollout.py --model runs/sft_tic_tac_toe/model   # a model that plays legal moves
 
 Same tiny random Qwen3 (built with `transformers`, saved as safetensors, loaded
 by `jaxmarl_llm.models.hf`), same character tokenizer, same prompts and rules.
@@ -18,7 +19,8 @@ learner's tokens (rank-16 LoRA on all projections, Adam).
 Reported: iterations/s, env turns/s (moves played) and generated tokens/s (the
 movers' tokens), and the ratio. A random model mostly writes an illegal first
 move, so most games end after one or two turns on both sides; the numbers count
-what was actually played. Everything runs on this machine's CPU in one process.
+what was actually played; `--model` takes a local HF folder instead (e.g. the tic-tac-toe
+SFT model, whose games run to the end). Everything runs on this machine's CPU in one process.
 """
 
 from __future__ import annotations
@@ -186,6 +188,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--games", type=int, default=16)
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--model", default="", help="local HF folder (char tokenizer); default: a random tiny Qwen3")
     args = ap.parse_args()
     import torch
 
@@ -195,7 +198,10 @@ def main():
     from jaxmarl_llm.models.testing import build_hf_model
 
     with tempfile.TemporaryDirectory() as path:
-        build_hf_model("qwen3", path, vocab_size=CharTokenizer().vocab_size, max_position_embeddings=1024)
+        if args.model:
+            path = args.model
+        else:
+            build_hf_model("qwen3", path, vocab_size=CharTokenizer().vocab_size, max_position_embeddings=1024)
         rows = [bench_torch(path, args.games, args.iters)]
         print(rows[-1], flush=True)
         rows.append(bench_ours(path, args.games, args.iters))

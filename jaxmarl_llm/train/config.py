@@ -139,7 +139,8 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # incremental: on token games each seat keeps its KV cache across turns (reads only new tokens, `chunk`
     # at a time) and an episode is scored in one forward over its final transcript; False re-reads the whole
     # transcript every turn (the reference path; envs whose observations are not growing transcripts use it)
-    c.rollout = ml_collections.ConfigDict({"incremental": True, "chunk": 64})
+    # (the loss forward runs at the narrowest of min_score_width x 1, 2, 4, ... or the capacity that fits)
+    c.rollout = ml_collections.ConfigDict({"incremental": True, "chunk": 64, "min_score_width": 128})
     c.algo = "grpo"  # "ppo" (value head + GAE over turns), "grpo", "rloo"
     c.share_policy = True  # one adapter for every learning agent, or one per agent
     c.frozen_agents = ()  # agent indices played by the bare base model and never trained
@@ -181,8 +182,9 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(config.algo in ("ppo", "grpo", "rloo"), "algo", f"must be ppo, grpo or rloo, got {config.algo!r}")
     for key in ("num_envs", "num_turns", "update_epochs", "num_minibatches", "group_size", "total_episodes"):
         _require(isinstance(config[key], int) and config[key] > 0, key, f"must be a positive integer, got {config[key]!r}")
-    _require(isinstance(config.rollout.chunk, int) and config.rollout.chunk > 0, "rollout.chunk",
-             f"must be a positive integer, got {config.rollout.chunk!r}")
+    for key in ("chunk", "min_score_width"):
+        _require(isinstance(config.rollout[key], int) and config.rollout[key] > 0, f"rollout.{key}",
+                 f"must be a positive integer, got {config.rollout[key]!r}")
     _require(config.algo == "ppo" or config.group_size > 1, "group_size", f"{config.algo} needs groups of at least 2")
     n_dev = config.mesh.num_devices or len(jax.devices())
     _require(n_dev <= len(jax.devices()), "mesh.num_devices", f"{n_dev} requested, {len(jax.devices())} visible")

@@ -211,7 +211,7 @@ def make_train(config, env=None) -> LMTrainer:
     incremental = bool(config.rollout.incremental) and bool(getattr(env, "appends_actions", False)) and num_lm > 0
     movers = min(env.max_movers or num_lm, num_lm)  # LM rows computed per env and turn
     chunk = int(config.rollout.chunk)
-    widths = transcripts.score_widths(env.capacity + m_tokens) if incremental else ()
+    widths = transcripts.score_widths(env.capacity + m_tokens, config.rollout.min_score_width) if incremental else ()
     from jaxmarl_llm.train.config import ConfigError
 
     if incremental and num_envs % mb:
