@@ -15,7 +15,7 @@ and ours last 25, so JaxMARL's team return is also reported scaled by 25/26
 (same per-step reward, 25-step episode): the "like with like" column.
 
     python bench/ippo_spread.py                       # 2M env steps each (~3 min on 2 cores)
-    python bench/ippo_spread.py --total_timesteps=10000000 --config=configs/spread.py
+    python bench/ippo_spread.py --total_timesteps=10000000 --config=configs/spread_mlp.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sweep numeric hyper-parameters and seeds in one compiled program:
 
-    python experiments/sweep.py --config=configs/spread.py --sweep.lr=1e-4,3e-4,1e-3 --sweep.seeds=4
+    python experiments/sweep.py --config=configs/spread_mlp.py --sweep.lr=1e-4,3e-4,1e-3 --sweep.seeds=4
 """
 
 from __future__ import annotations

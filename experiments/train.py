@@ -1,7 +1,7 @@
 """Train from a config file:
 
-    python experiments/train.py --config=configs/spread.py
-    python experiments/train.py --config=configs/spread.py --config.lr=1e-3 --config.resume=True
+    python experiments/train.py --config=configs/spread_mlp.py
+    python experiments/train.py --config=configs/spread_mlp.py --config.lr=1e-3 --config.resume=True
 """
 
 from __future__ import annotations

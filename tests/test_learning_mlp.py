@@ -4,14 +4,14 @@ import jax
 import numpy as np
 import pytest
 
-from configs import spread
+from configs import spread_mlp
 from jaxmarl_llm.train import mlp_ppo
 
 RANDOM_TEAM_RETURN = -80.0  # uniform random policy on simple_spread N=3, 25-step episodes (first update)
 
 
 def _curve(algo: str, timesteps: int) -> np.ndarray:
-    config = spread.get_config()
+    config = spread_mlp.get_config()
     config.algo = algo
     config.total_timesteps = timesteps
     trainer = mlp_ppo.make_train(config)
@@ -30,7 +30,7 @@ def test_spread_team_return_rises(algo):
 @pytest.mark.slow
 def test_spread_default_config_beats_jaxmarl_10m_return():
     """The default config reaches JaxMARL's 10M-step team return (-61) within its own budget."""
-    config = spread.get_config()
+    config = spread_mlp.get_config()
     trainer = mlp_ppo.make_train(config)
     _, metrics = jax.jit(trainer.train)(jax.random.PRNGKey(0), trainer.hparams)
     assert np.asarray(metrics["team_return"])[-20:].mean() > -61.0

@@ -80,7 +80,7 @@ def test_unknown_env_kwarg_names_the_key(tmp_path):
 
 def test_cli_reports_unknown_override_and_bad_value():
     script = os.path.join(ROOT, "experiments", "train.py")
-    cfg = os.path.join(ROOT, "configs", "spread.py")
+    cfg = os.path.join(ROOT, "configs", "spread_mlp.py")
     out = subprocess.run([sys.executable, script, f"--config={cfg}", "--config.network.hiden=3"], capture_output=True, text=True)
     assert out.returncode != 0 and "config.network.hiden" in out.stderr + out.stdout
     out = subprocess.run([sys.executable, script, f"--config={cfg}", "--config.num_minibatches=7"], capture_output=True, text=True)

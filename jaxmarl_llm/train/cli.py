@@ -15,12 +15,14 @@ import ml_collections
 
 
 def load_config_file(path: str) -> ml_collections.ConfigDict:
+    """`configs/NAME.py`, or `configs/NAME.py:VARIANT` -> get_config("VARIANT") (as ml_collections' --config does)."""
+    path, sep, variant = path.partition(":")
     spec = importlib.util.spec_from_file_location("_config_module", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"--config: cannot load {path!r}; pass a configs/NAME.py file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.get_config()
+    return module.get_config(variant) if sep else module.get_config()
 
 
 def check_overrides(argv: list[str], flag: str = "config") -> None:

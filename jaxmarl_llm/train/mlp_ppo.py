@@ -97,7 +97,7 @@ class Trainer(NamedTuple):
 
 
 def make_train(config, env: Env | None = None) -> Trainer:
-    """Build the pure init/update/train functions for `config` (see configs/spread.py)."""
+    """Build the pure init/update/train functions for `config` (see configs/spread_mlp.py)."""
     env = wrap_for_training(env if env is not None else registry.make(config.env_name, **config.env_kwargs))
     num_agents = env.num_agents
     obs_dim = env.observation_space.shape[0]

@@ -50,7 +50,28 @@ def binary_search(env, noise: float = 0.0) -> Script:
     return Script(init, act)
 
 
-SCRIPTS: dict[str, Callable[..., Script]] = {"text/guess_number": binary_search}
+def exact_answer(env, noise: float = 0.0) -> Script:
+    """Arithmetic: `Answer: <the right value>`; `noise`: a value off by 1..3 instead (not a target).
+
+    Plays from the env's own action table (-999..999): an answer outside it is played clipped and is not a target.
+    """
+
+    def init(state) -> jax.Array:
+        return jnp.zeros((), jnp.int32)
+
+    def act(key, memory, state):
+        k_explore, k_off, k_sign = jax.random.split(key, 3)
+        a = state.answer.shape[0]
+        explore = jax.random.uniform(k_explore, (a,)) < noise
+        offset = jax.random.randint(k_off, (a,), 1, 4) * jnp.where(jax.random.bernoulli(k_sign, 0.5, (a,)), 1, -1)
+        value = state.answer + jnp.where(explore, offset, 0)
+        in_table = jnp.abs(state.answer) <= 999
+        return env.make_action(env.answers, jnp.clip(value, -999, 999) + 999), ~explore & in_table, memory
+
+    return Script(init, act)
+
+
+SCRIPTS: dict[str, Callable[..., Script]] = {"text/guess_number": binary_search, "text/arithmetic": exact_answer}
 
 
 def make_script(env_name: str, env, noise: float = 0.0) -> Script:

@@ -1,0 +1,48 @@
+"""Seconds per update of an LM config at its own sizes: compile + first update, then each later update.
+
+    python bench/lm_config_step.py --config=configs/debate.py --updates=3
+    python bench/lm_config_step.py --config=configs/twenty_questions.py:lm --updates=2
+
+Builds the config as experiments/train.py does (`entry.build`: validate + make_train) on one device and
+times `lm_rl.sharded_chunk` calls of one update each; prints the metrics of every update.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from jaxmarl_llm.train import entry  # noqa: E402
+from jaxmarl_llm.train import mesh as mesh_lib  # noqa: E402
+from jaxmarl_llm.train.cli import load_config_file  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True, help="configs/NAME.py[:VARIANT] (an lm_rl config)")
+    parser.add_argument("--updates", type=int, default=3)
+    args = parser.parse_args()
+    config = load_config_file(args.config)
+    config.mesh.num_devices = 1
+    trainer, chunk_fn, _, _ = entry.build(config)
+    mesh = mesh_lib.make_mesh(1)
+    state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams), mesh, trainer.state_specs)
+    step = chunk_fn(trainer, mesh, 1)
+    for i in range(args.updates):
+        t0 = time.perf_counter()
+        state, metrics = step(state, trainer.hparams)
+        metrics = jax.device_get(metrics)
+        label = "compile + update" if i == 0 else "update"
+        print(f"{label} {i + 1}: {time.perf_counter() - t0:.1f} s",
+              {k: round(float(np.asarray(v)[-1]), 4) for k, v in metrics.items()}, flush=True)
+
+
+if __name__ == "__main__":
+    main()

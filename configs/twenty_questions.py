@@ -1,0 +1,62 @@
+"""Twenty questions: one LM questioner finds a secret noun (187 words) with yes/no questions, then guesses it.
+
+Seats: the questioner learns; the answerer is
+  * the env's oracle (default, `answerer="oracle"`): it answers from the attribute
+    table shipped with the word list, and the prompt lists the 60 questions it
+    knows by name (`Ask: mammal`); a question off the list is a format error; or
+  * a frozen LM slot (`answerer="lm"`): agent 1 is the bare base model (adapters
+    off, never trained) with the secret in its prompt; its first word is read as
+    yes/no. Select it with the variant string, which also sets the seats and
+    the turn budget (each question is then two turns):
+        python experiments/train.py --config=configs/twenty_questions.py:lm
+Reward +1 when the word is guessed within `max_turns` questions, 0 otherwise.
+
+GRPO over groups of 4 episodes that share the secret: the reward is one
+episode-level outcome, so the group mean is the natural baseline, and there is
+no value head to learn over long transcripts. One adapter (share_policy).
+Tiny random model with the character tokenizer, sized for 2 CPU cores: in
+characters the oracle's prompt alone is 653 tokens, and every turn re-reads the
+whole transcript, so the default game is 8 questions of at most 20 tokens in
+1024-token transcripts, 8 episodes per update. A transcript that overflows ends
+its episode (a random model's replies draw long error messages and overflow
+after ~6 turns; 8 well-formed turns fit).
+`--config.model.checkpoint=/path/to/hf_folder --config.tokenizer=/path/to/hf_folder`
+starts from a real checkpoint with rank-16 adapters instead (with its
+tokenizer the full game fits: `--config.env_kwargs.max_turns=20
+--config.num_turns=20`, 40 with `:lm`).
+
+From scratch a random tiny model never writes `Ask: <name>` or a word from the
+list, every episode scores 0 and GRPO gets no signal: this config runs as is,
+but learning needs a warm start. Today that is an instruction-following
+checkpoint (above), which can read the listed names and ask them (not measured
+here). There is no scripted teacher for this game in
+train/scripted.py yet, so the SFT-then-RL recipe of configs/guess_number.py
+(SFT on teacher transcripts, then `--config.model.checkpoint=<sft out>/model`)
+needs one first: a questioner that asks the question splitting the remaining
+candidates most evenly, and guesses when one is left.
+"""
+
+from jaxmarl_llm.train.config import lm_rl_defaults
+
+
+def get_config(variant: str = ""):
+    if variant not in ("", "oracle", "lm"):
+        raise ValueError(f"configs/twenty_questions.py:{variant}: the variant is 'oracle' (default) or 'lm'")
+    c = lm_rl_defaults()
+    c.env_name = "text/twenty_questions"
+    max_turns = 8
+    c.env_kwargs = {"answerer": "oracle", "max_turns": max_turns, "capacity": 1024, "max_action_tokens": 20}
+    c.algo = "grpo"
+    c.share_policy = True
+    c.num_turns = max_turns  # one questioner turn per step with the oracle
+    if variant == "lm":
+        c.env_kwargs["answerer"] = "lm"
+        c.frozen_agents = (1,)  # the answerer: the bare base model, never trained
+        c.num_turns = 2 * max_turns  # question, answer, question, ...
+    c.num_envs = 8
+    c.group_size = 4
+    c.lr = 1e-3
+    c.total_episodes = 8 * 100
+    c.run.out_dir = "runs/twenty_questions" + ("_lm" if variant == "lm" else "")
+    c.run.updates_per_chunk = 5
+    return c

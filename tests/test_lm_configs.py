@@ -1,0 +1,133 @@
+"""The LM game configs build and train through experiments/train.py's path (entry.train_from_config), made tiny.
+
+Each test loads configs/NAME.py[:VARIANT] as the CLI does, shrinks envs, turns and
+transcripts, and runs one or two updates end to end (validate, make_train, the
+runner loop, outputs on disk); every logged metric must be finite.
+"""
+
+import math
+import os
+
+import pytest
+
+from jaxmarl_llm.train import entry
+from jaxmarl_llm.train.cli import load_config_file
+from jaxmarl_llm.train.metrics_log import read_csv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tiny(spec: str, out_dir, num_envs: int = 2, updates: int = 1, **env_kwargs):
+    config = load_config_file(os.path.join(ROOT, "configs", spec))
+    config.env_kwargs.update(env_kwargs)
+    config.num_envs = num_envs
+    if "group_size" in config:
+        config.group_size = min(config.group_size, num_envs)
+    config.total_episodes = num_envs * updates
+    config.mesh.num_devices = 1
+    config.run.out_dir = str(out_dir)
+    config.run.progress = config.run.tensorboard = config.run.plot = False
+    return config
+
+
+def _train(config) -> dict:
+    result = entry.train_from_config(config)
+    rows = read_csv(os.path.join(result["out_dir"], "metrics.csv"))
+    assert len(rows) == config.total_episodes // config.num_envs
+    for row in rows:
+        for name, value in row.items():
+            assert math.isfinite(float(value)), f"{name} = {value}"
+    return result["metrics"]
+
+
+def test_arithmetic(tmp_path):
+    config = _tiny("arithmetic.py", tmp_path, num_envs=4, updates=2)
+    config.group_size = 2
+    metrics = _train(config)
+    assert metrics["episode_turns"] == 1.0 and "solved_rate" in metrics
+
+
+LM_VARIANT = pytest.param(":lm", marks=pytest.mark.slow)  # ~45-70 s each on 2 shared cores; build-checked below
+
+
+@pytest.mark.parametrize("spec,agents,frozen", [
+    ("arithmetic.py", 1, ()), ("twenty_questions.py", 1, ()), ("twenty_questions.py:lm", 2, (1,)),
+    ("debate.py", 2, ()), ("debate.py:lm", 3, (2,)), ("spread.py", 3, ()),
+])
+def test_configs_build_with_their_seats(tmp_path, spec, agents, frozen):
+    """Validate + make_train at full size (nothing compiles): keys, env kwargs and seats agree."""
+    config = load_config_file(os.path.join(ROOT, "configs", spec))
+    config.mesh.num_devices = 1  # conftest forces 8 host devices; a CPU run has one
+    trainer, _, _, headline = entry.build(config)
+    assert trainer.env.num_agents == agents and tuple(config.frozen_agents) == frozen
+    assert headline == "episode_return" and config.model.checkpoint == ""  # tiny random model by default
+    assert [float(s) for s in trainer.agent_scale] == [0.0 if a in frozen else 1.0 for a in range(agents)]
+
+
+@pytest.mark.parametrize("variant", ["", LM_VARIANT])
+def test_twenty_questions(tmp_path, variant):
+    # two questions; the oracle's prompt lists every question name (653 characters)
+    config = _tiny("twenty_questions.py" + variant, tmp_path, max_turns=2, capacity=832 if not variant else 320)
+    config.num_turns = 4 if variant else 2  # question (+ answer) turns
+    metrics = _train(config)
+    assert "format_error_rate" in metrics and "solved_rate" in metrics
+    if variant:  # agent 1 answers with the bare base model: frozen, never in a loss
+        assert tuple(config.frozen_agents) == (1,) and config.env_kwargs.answerer == "lm"
+
+
+@pytest.mark.parametrize("variant", ["", LM_VARIANT])
+def test_debate(tmp_path, variant):
+    config = _tiny("debate.py" + variant, tmp_path, rounds=1, capacity=384)
+    config.num_turns -= 2  # two rounds -> one
+    metrics = _train(config)
+    assert metrics["episode_turns"] == config.num_turns
+    if variant:
+        assert tuple(config.frozen_agents) == (2,) and config.env_kwargs.judge == "lm"
+
+
+def test_spread_is_an_lm_policy_on_tokenized_spread(tmp_path):
+    config = _tiny("spread.py", tmp_path, max_cycles=5)
+    assert config.trainer == "lm_rl" and config.env_name == "text/tokenized_mpe"
+    assert config.env_kwargs.env == "mpe/simple_spread"
+    config.num_turns = 5
+    metrics = _train(config)
+    assert 0.0 <= metrics["format_error_rate"] <= 1.0
+    assert metrics["episode_turns"] == 5.0
+    assert load_config_file(os.path.join(ROOT, "configs", "spread_mlp.py")).trainer == "mlp_ppo"
+
+
+@pytest.mark.slow  # ~70 s on 2 shared cores (two compiles: SFT and RL)
+def test_arithmetic_warm_start_gives_grpo_signal(tmp_path):
+    """The docstring's recipe on a 3-problem set: SFT with the exact teacher, then GRPO from the exported model.
+
+    A random model scores -1 on every sample (no signal); after the SFT step most samples are well formed and
+    some right, so GRPO groups have different returns.
+    """
+    problems = {"num_ops": 1, "max_operand": 1}  # 1 + 1, 1 - 1, 1 * 1
+    sft = _tiny("sft_arithmetic.py", tmp_path / "sft", num_envs=32, updates=50, **problems)
+    sft.eval_episodes, sft.warmup_updates, sft.run.updates_per_chunk = 0, 5, 50
+    sft_run = entry.train_from_config(sft)
+    model = sft_run["model_dir"]
+    rl = _tiny("arithmetic.py", tmp_path / "rl", num_envs=16, **problems)
+    rl.model.checkpoint = model
+    metrics = _train(rl)
+    assert metrics["format_error_rate"] < 0.5, metrics  # a random model: 1.0
+    assert metrics["success_rate"] > 0.2, metrics  # a random model: 0.0
+
+
+def test_exact_answer_teacher_solves_every_problem():
+    """train/scripted.py's arithmetic teacher (the SFT warm start): right answers are targets, noise moves are not."""
+    import jax
+
+    from jaxmarl_llm.envs import registry
+    from jaxmarl_llm.train.scripted import make_script
+
+    env = registry.make("text/arithmetic", num_agents=2, num_ops=2, max_operand=9)
+    keys = jax.random.split(jax.random.PRNGKey(0), 64)
+    _, state = jax.vmap(env.reset)(keys)
+    for noise, expert in ((0.0, True), (1.0, False)):  # noise 1: every move is off by 1..3
+        script = make_script("text/arithmetic", env, noise=noise)
+        action, target, _ = jax.vmap(script.act)(keys, jax.vmap(script.init)(state), state)
+        reward = jax.vmap(env.step)(keys, state, action)[2]  # [64, 2]: 1 right, 0 wrong
+        assert float(reward.mean()) == (1.0 if expert else 0.0)
+        assert bool(target.all()) if expert else not bool(target.any())
