@@ -543,7 +543,17 @@ def make_train(config, env=None) -> LMTrainer:
                 if axis_name is not None:
                     need = jax.lax.pmax(need, axis_name)
                 branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
-                grads, metrics = jax.lax.switch(branch, [lambda w=w: grad_fn(w) for w in widths])
+                branches = [lambda w=w: grad_fn(w) for w in widths]
+                if algo != "ppo" and not use_kl:
+                    # GRPO/RLOO without KL: a minibatch whose advantages are all 0 (every group tied) has an
+                    # exactly zero gradient, so skip its forward/backward (the optimizer still steps on zeros)
+                    signal = jnp.any((mb_adv != 0) & mb_turns.acts)
+                    if axis_name is not None:
+                        signal = jax.lax.pmax(signal.astype(jnp.int32), axis_name) > 0
+                    shapes = jax.eval_shape(branches[0])
+                    branches.append(lambda: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes))
+                    branch = jnp.where(signal, branch, len(widths))
+                grads, metrics = jax.lax.switch(branch, branches)
             else:
                 grads, metrics = grad_fn(None)
             if axis_name is not None:
