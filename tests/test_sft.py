@@ -14,14 +14,15 @@ import pytest
 
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.envs.text.guess_number import GuessNumber
+from jaxmarl_llm.envs.text.tic_tac_toe import TicTacToe, board_code
 from jaxmarl_llm.models.hf import load_pretrained
 from jaxmarl_llm.models.transformer import forward
-from jaxmarl_llm.train import entry, evaluate, lm_rl, sft
+from jaxmarl_llm.train import entry, evaluate, lm_rl, play, sft
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, sft_defaults, validate_sft
 from jaxmarl_llm.train.metrics_log import read_csv
 from jaxmarl_llm.train.runner import run_training
 from killing import Killed, dying_after
-from jaxmarl_llm.train.scripted import binary_search
+from jaxmarl_llm.train.scripted import binary_search, minimax_selfplay
 
 
 def _config(out_dir="runs/test_sft", **kw):
@@ -131,9 +132,60 @@ def test_evaluate_counts_successes_turns_and_format_errors():
     assert r["success_rate"] == 0.0 and r["format_error_rate"] == 1.0
 
 
+def _teacher_games(env, noises, num_games):
+    """The tic-tac-toe teacher against itself at each noise level (one compile); per turn [S, N, T]:
+    illegal, target, optimal (a minimax move), moved, draw, won."""
+
+    def one(noise, key):
+        script = minimax_selfplay(env, noise=noise)
+        _, state = env.reset(key)
+        memory = script.init(state)
+
+        def turn(carry, t):
+            state, memory = carry
+            k_act, k_env = jax.random.split(jax.random.fold_in(key, t))
+            action, target, memory = script.act(k_act, memory, state)
+            mover = state.mover
+            cell, _ = env.parse_move(action.tokens[mover], action.length[mover])
+            moving = ~state.done
+            _, state2, _, _, _, info = env.step(k_env, state, action)
+            rec = {"illegal": info["illegal"].any() & moving, "target": target[mover] & moving,
+                   "optimal": env.best[board_code(state.board), cell], "moved": moving,
+                   "draw": info["draw"].any() & moving, "won": info["won"].any() & moving}
+            return (state2, memory), rec
+
+        return jax.lax.scan(turn, (state, memory), jnp.arange(9))[1]
+
+    keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.PRNGKey(0), i))(jnp.arange(num_games))
+    games = jax.jit(jax.vmap(lambda noise: jax.vmap(lambda k: one(noise, k))(keys)))
+    return jax.device_get(games(jnp.asarray(noises, jnp.float32)))
+
+
+def test_tic_tac_toe_teacher_plays_only_legal_optimal_targets_and_always_draws_itself():
+    env = TicTacToe(capacity=544, max_action_tokens=8)
+    clean, noisy = ({k: v[i] for k, v in _teacher_games(env, (0.0, 0.5), 256).items()} for i in range(2))
+    assert not clean["illegal"].any()
+    assert clean["draw"].any(-1).all() and not clean["won"].any()  # perfect play: every game a draw
+    assert (clean["moved"].sum(-1) == 9).all()  # a draw fills the board
+    assert (clean["target"] == clean["moved"]).all() and clean["optimal"][clean["moved"]].all()
+    assert not noisy["illegal"].any()  # exploration moves are legal too
+    assert noisy["won"].any()  # and they lose games: positions perfect play never reaches
+    target, moved = noisy["target"], noisy["moved"]
+    assert 0.35 < target.sum() / moved.sum() < 0.65
+    assert noisy["optimal"][target].all()  # every SFT target is a minimax move
+    # transcripts: targets are the movers' `Move: N` and an eos, in both seats' rows
+    tok = env.tokenizer
+    data = jax.jit(lambda k: sft.collect(k, env, minimax_selfplay(env), 9, jnp.arange(2), tok.eos_id))(
+        jax.random.PRNGKey(0))
+    for row in range(4):  # env 0 X, env 0 O, env 1 X, env 1 O
+        targets = "".join(tok.pieces[int(t)] for t, m in zip(data.targets[row], data.mask[row]) if m)
+        assert targets.count("<eos>") == (5 if row % 2 == 0 else 4)
+        assert targets.replace("<eos>", "").count("Move: ") == targets.count("<eos>")
+
+
 @pytest.mark.parametrize(
     "key,value,match",
-    [("env_name", "text/tic_tac_toe", "config.env_name"), ("num_envs", 0, "config.num_envs"),
+    [("env_name", "text/debate", "config.env_name"), ("num_envs", 0, "config.num_envs"),
      ("script_noise", 1.5, "config.script_noise"), ("lr", 0.0, "config.lr")],
 )
 def test_bad_sft_configs_name_the_key(key, value, match):
@@ -156,6 +208,42 @@ def test_recipe_sft_then_grpo_solves_heldout_secrets(tmp_path):
     assert stage2["eval"]["success_rate"] >= 0.9, stage2["eval"]
     assert stage2["eval"]["mean_turns_solved"] <= 10.0
 
+
+def versus_builtin(trainer, state, opponent: str, episodes_per_seat: int, seed: int = 0) -> dict[str, dict]:
+    """Greedy SFT model against the game's built-in player, in each seat: play.summarize rates per seat and overall."""
+    params, trainable = trainer.weights(jax.device_get(state), trainer.base)
+    assert trainable is None  # train_base: the model is the base
+    policy = evaluate.greedy(trainer.policy)
+    out = {}
+    for seat in (0, 1):
+        players = [play.Player("lm"), play.Player(opponent)][:: 1 if seat == 0 else -1]
+        match = play.make_match(trainer.env, policy, play.kinds(players), trainer.config.num_turns)
+        _, outcomes = match(jax.random.fold_in(jax.random.PRNGKey(seed), seat), params, play.loras(players),
+                            episodes_per_seat)
+        out[seat] = {k: float(v) for k, v in play.summarize(outcomes, seat).items()}
+    out["overall"] = {k: (out[0][k] + out[1][k]) / 2 for k in out[0]}
+    return out
+
+
+@pytest.mark.slow
+def test_recipe_sft_tic_tac_toe_draws_minimax_and_beats_random(tmp_path):
+    """configs/sft_tic_tac_toe.py alone (greedy): loses <= 5% against random, draws >= 80% against minimax.
+
+    The target of the issue; not met yet at this budget (see configs/sft_tic_tac_toe.py for the measured numbers).
+    """
+    from configs import sft_tic_tac_toe
+
+    config = sft_tic_tac_toe.get_config()
+    config.run.out_dir, config.run.progress = str(tmp_path / "sft"), False
+    config.run.tensorboard, config.run.plot = False, False
+    result = entry.train_from_config(config)
+    trainer = sft.make_train(config)
+    vs_random = versus_builtin(trainer, result["state"], "random", 100)
+    vs_minimax = versus_builtin(trainer, result["state"], "minimax", 100)
+    print("vs random:", vs_random, "\nvs minimax:", vs_minimax)
+    assert vs_random["overall"]["loss"] <= 0.05, vs_random
+    assert vs_minimax["overall"]["draw"] >= 0.8, vs_minimax
+    assert vs_random["overall"]["illegal"] <= 0.02 and vs_minimax["overall"]["illegal"] <= 0.02
 
 def test_eight_devices_match_one():
     if len(jax.devices()) < 8:

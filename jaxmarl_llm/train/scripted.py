@@ -71,7 +71,32 @@ def exact_answer(env, noise: float = 0.0) -> Script:
     return Script(init, act)
 
 
-SCRIPTS: dict[str, Callable[..., Script]] = {"text/guess_number": binary_search, "text/arithmetic": exact_answer}
+def minimax_selfplay(env, noise: float = 0.0) -> Script:
+    """Tic-tac-toe with both seats played by exact minimax (random tie-break); `noise`: a uniform legal move.
+
+    The seat to move plays `env.opponent_action(key, state, "minimax")`; with probability `noise` it plays a
+    uniformly random legal move instead, which is played but is not a target, so the student sees the
+    positions a mistake (its own or the opponent's) leads to, and minimax's answer from each of them.
+    Noise-free games are always draws.
+    """
+
+    def init(state) -> jax.Array:
+        return jnp.zeros((), jnp.int32)  # stateless: the board is in the env state
+
+    def act(key, memory, state):
+        k_explore, k_random, k_best = jax.random.split(key, 3)
+        explore = jax.random.uniform(k_explore) < noise
+        best = env.opponent_action(k_best, state, "minimax")
+        rand = env.opponent_action(k_random, state, "random")
+        action = jax.tree.map(lambda r, b: jnp.where(explore, r, b), rand, best)
+        return action, jnp.broadcast_to(~explore, (env.num_agents,)), memory
+
+    return Script(init, act)
+
+
+SCRIPTS: dict[str, Callable[..., Script]] = {
+    "text/guess_number": binary_search, "text/arithmetic": exact_answer, "text/tic_tac_toe": minimax_selfplay,
+}
 
 
 def make_script(env_name: str, env, noise: float = 0.0) -> Script:
