@@ -155,6 +155,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.total_episodes = 1600
     c.update_epochs = 1
     c.num_minibatches = 1
+    # gradient accumulation: each minibatch's forward/backward runs over this many slices of its episodes
+    # in turn (same gradient, activation memory / num_microbatches; costs one extra forward)
+    c.num_microbatches = 1
     c.lr = 1e-3
     c.clip_eps = 0.2
     c.ent_coef = 0.0
@@ -180,7 +183,8 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     check_keys(config, lm_rl_defaults())
     _require(config.env_name in registry.registered(), "env_name", f"unknown env; choose one of {registry.registered()}")
     _require(config.algo in ("ppo", "grpo", "rloo"), "algo", f"must be ppo, grpo or rloo, got {config.algo!r}")
-    for key in ("num_envs", "num_turns", "update_epochs", "num_minibatches", "group_size", "total_episodes"):
+    for key in ("num_envs", "num_turns", "update_epochs", "num_minibatches", "num_microbatches", "group_size",
+                "total_episodes"):
         _require(isinstance(config[key], int) and config[key] > 0, key, f"must be a positive integer, got {config[key]!r}")
     for key in ("chunk", "min_score_width"):
         _require(isinstance(config.rollout[key], int) and config.rollout[key] > 0, f"rollout.{key}",

@@ -211,12 +211,16 @@ def make_train(config, env=None) -> LMTrainer:
     incremental = bool(config.rollout.incremental) and bool(getattr(env, "appends_actions", False)) and num_lm > 0
     movers = min(env.max_movers or num_lm, num_lm)  # LM rows computed per env and turn
     chunk = int(config.rollout.chunk)
+    micro = int(config.num_microbatches)
     widths = transcripts.score_widths(env.capacity + m_tokens, config.rollout.min_score_width) if incremental else ()
     from jaxmarl_llm.train.config import ConfigError
 
     if incremental and num_envs % mb:
         raise ConfigError(f"config.num_minibatches: {mb} must divide the envs of each device (num_envs={num_envs}): "
                           "with incremental rollouts a minibatch is a set of whole episodes")
+    if micro > 1 and (not incremental or num_envs % (mb * micro)):
+        raise ConfigError(f"config.num_microbatches: {micro} needs an incremental rollout (a token game) and must "
+                          f"divide each minibatch's envs (num_envs={num_envs} / num_minibatches={mb} per device)")
     if not incremental and num_turns % mb:
         raise ConfigError(f"config.num_minibatches: {mb} must divide num_turns ({num_turns}): each minibatch "
                           "takes a slice of every episode's turns")
@@ -482,15 +486,15 @@ def make_train(config, env=None) -> LMTrainer:
             score_batch = lambda reference: score_episodes(base, trainable, mb_turns, seqs, reference, width)  # noqa: E731
         else:
             score_batch = lambda reference: score_turns(base, trainable, mb_turns, reference)  # noqa: E731
-        logprob, entropy, value = score_batch(False)
+        ref_lp = jax.lax.stop_gradient(score_batch(True)[0]) if use_kl else None
+        return loss_of_scores(score_batch(False), ref_lp, mb_turns, adv, ret, hp, axis_name)
+
+    def loss_of_scores(scores, ref_lp, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name):
+        """The loss as a function of the scored tokens (logprob, entropy, value) of the whole minibatch."""
+        logprob, entropy, value = scores
         token_mask = mb_turns.action_mask & mb_turns.acts[..., None]  # [B, N, A_l, M]
         token_adv = jnp.broadcast_to(adv[..., None], logprob.shape)
         metrics = {}
-        if use_kl:
-            ref_lp, _, _ = score_batch(True)
-            ref_lp = jax.lax.stop_gradient(ref_lp)
-        else:
-            ref_lp = None
         if algo == "ppo":
             # policy: token-level clipped surrogate with turn-level advantages; value: one per turn
             coefs = PPOCoefs(hp.clip_eps, 0.0, hp.ent_coef, clip_value=False, normalize_advantages=True)
@@ -513,6 +517,41 @@ def make_train(config, env=None) -> LMTrainer:
             metrics = {**metrics, "kl_ref": kl_term}
         return loss, metrics
 
+    def accumulated_grads(trainable, base, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name, seqs, width):
+        """The minibatch gradient with activations for only 1/micro of its episodes alive at a time.
+
+        Exact (not an average of per-microbatch losses): pass 1 scores every microbatch without
+        gradients, the loss's gradient with respect to those scores is taken on the whole minibatch
+        (cheap: no model in it), and pass 2 pulls it back through each microbatch's forward (a vjp,
+        recomputing that forward) and sums. Costs one extra forward, like rematerialization.
+        """
+        def split(x, env_axis):  # [.., n, ..] -> [micro, .., n/micro, ..]
+            x = jnp.moveaxis(x, env_axis, 0)
+            x = x.reshape((micro, x.shape[0] // micro) + x.shape[1:])
+            return jnp.moveaxis(x, 1, env_axis + 1)
+
+        def join(x, env_axis):  # inverse of split
+            x = jnp.moveaxis(x, env_axis + 1, 1)
+            x = x.reshape((-1,) + x.shape[2:])
+            return jnp.moveaxis(x, 0, env_axis)
+
+        parts = (jax.tree.map(lambda x: split(x, 1), mb_turns._replace(info={})), split(seqs, 0))
+        score_part = lambda tr, part, reference=False: score_episodes(base, tr, part[0], part[1], reference, width)  # noqa: E731
+        scores = jax.tree.map(lambda x: join(x, 1), jax.lax.map(lambda part: score_part(trainable, part), parts))
+        ref_lp = None
+        if use_kl:
+            ref_lp = join(jax.lax.map(lambda part: score_part(trainable, part, True)[0], parts), 1)
+        g_scores, metrics = jax.grad(loss_of_scores, has_aux=True)(scores, ref_lp, mb_turns, adv, ret, hp, axis_name)
+        g_parts = jax.tree.map(lambda x: split(x, 1), g_scores)
+
+        def pull_back(total, xs):
+            part, g = xs
+            _, vjp = jax.vjp(lambda tr: score_part(tr, part), trainable)
+            return jax.tree.map(jnp.add, total, vjp(g)[0]), None
+
+        grads, _ = jax.lax.scan(pull_back, jax.tree.map(jnp.zeros_like, trainable), (parts, g_parts))
+        return grads, metrics
+
     def refresh_pool(pool, lora, step):
         """Every `refresh_every` updates the learner's adapter (slot 0) overwrites the oldest snapshot."""
         if not pool_size:
@@ -534,8 +573,12 @@ def make_train(config, env=None) -> LMTrainer:
         def minibatch_step(carry, batch):
             trainable, opt_state = carry
             mb_turns, mb_adv, mb_ret, mb_seqs = batch
-            grad_fn = lambda width: jax.grad(loss_fn, has_aux=True)(  # noqa: E731
-                trainable, base, mb_turns, mb_adv, mb_ret, hp, axis_name, mb_seqs, width)
+            if incremental and micro > 1:
+                grad_fn = lambda width: accumulated_grads(  # noqa: E731
+                    trainable, base, mb_turns, mb_adv, mb_ret, hp, axis_name, mb_seqs, width)
+            else:
+                grad_fn = lambda width: jax.grad(loss_fn, has_aux=True)(  # noqa: E731
+                    trainable, base, mb_turns, mb_adv, mb_ret, hp, axis_name, mb_seqs, width)
             if incremental:
                 # the forward width follows the longest episode; the switch sits outside the gradient so
                 # only the taken width's activations exist (a switch inside `grad` keeps every branch's)
@@ -562,11 +605,12 @@ def make_train(config, env=None) -> LMTrainer:
             return (optax.apply_updates(trainable, updates), opt_state), metrics
 
         if incremental:
-            if n_local % mb:
+            if n_local % (mb * micro):
                 from jaxmarl_llm.train.config import ConfigError
 
-                raise ConfigError(f"config.num_minibatches: {mb} does not divide the {n_local} envs of a device; "
-                                  "with incremental rollouts a minibatch is a set of whole episodes")
+                raise ConfigError(f"config.num_minibatches x num_microbatches = {mb} x {micro} does not divide the "
+                                  f"{n_local} envs of a device; with incremental rollouts a minibatch is a set of "
+                                  "whole episodes")
             seqs = episode_seqs(final_tokens, train_turns, seats.learns)
             to_env_first = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731  [T, N, ...] -> [N, T, ...]
             data = (jax.tree.map(to_env_first, train_turns._replace(info={})), jax.tree.map(to_env_first, (adv, ret)), seqs)
