@@ -133,6 +133,7 @@ def test_exact_answer_teacher_solves_every_problem():
         assert bool(target.all()) if expert else not bool(target.any())
 
 
+@pytest.mark.slow  # ~2 min on 2 shared cores (25 updates of 32 episodes)
 def test_cooperative_writing_learns_from_scratch(tmp_path):
     """configs/cooperative_writing.py as shipped (random tiny model, no warm start): the joint reward starts near
     0.4 and passes 0.8 within 25 GRPO updates of 32 episodes."""
