@@ -12,6 +12,12 @@ Step 2 puts LoRA adapters on the SFT model (a local HF folder, char tokenizer)
 and reports greedy success and turns on the held-out secrets at the end
 (runs/guess_number/eval.json). Any other HF checkpoint works the same way with
 `--config.tokenizer=<its tokenizer folder>`.
+
+Measured (seed 0, 2 CPU cores shared with other jobs): from the SFT model at
+97.6% held-out greedy success (200/205, 8.96 turns), 100 GRPO updates (20 min
+wall) keep it at 97.1% (199/205), mean 8.96 turns (8.92 on solved episodes);
+sampled (temperature 1) training success 0.6-1.0 per update. The SFT warm start
+does the work; GRPO holds it.
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults

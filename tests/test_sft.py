@@ -63,6 +63,64 @@ def test_transcripts_target_only_the_teachers_own_moves_and_an_eos_after_each():
     assert not bool(noisy.mask.any())
 
 
+def _teacher_games(env, script, num_turns, secrets=None, num_episodes=None, key=jax.random.PRNGKey(0)):
+    """Play the teacher: guesses [E, T], target flags [E, T], solved-at-turn [E] (num_turns + 1 = never), secrets [E]."""
+
+    def one(k, s):
+        obs, state = env.reset(k) if s is None else env.reset_to(s)
+        memory = script.init(state)
+
+        def turn(carry, t):
+            state, memory, alive = carry
+            action, target, memory = script.act(jax.random.fold_in(k, t), memory, state)
+            _, state2, _, _, _, info = env.step(jax.random.fold_in(k, 100 + t), state, action)
+            solved = info["solved"][0] & alive
+            return (state2, memory, alive & ~solved), (memory[2], target[0], solved, info["format_error"][0] & alive)
+
+        _, (guess, target, solved, bad) = jax.lax.scan(turn, (state, memory, jnp.bool_(True)), jnp.arange(num_turns))
+        when = jnp.where(solved.any(), jnp.argmax(solved) + 1, num_turns + 1)
+        return guess, target, when, bad.any(), state.secret
+
+    if secrets is None:
+        keys = jax.random.split(key, num_episodes)
+        return jax.jit(jax.vmap(lambda k: one(k, None)))(keys)
+    return jax.jit(jax.vmap(one))(jax.random.split(key, secrets.shape[0]), secrets)
+
+
+@pytest.mark.parametrize("digits,recover", [(0, "bisect"), (4, "bisect"), (4, "step")])
+def test_teacher_bisects_every_secret_in_the_optimal_number_of_turns(digits, recover):
+    env = GuessNumber(split="all", capacity=384, max_action_tokens=12, max_turns=11)
+    guess, target, when, bad, _ = _teacher_games(env, binary_search(env, digits=digits, recover=recover), 11,
+                                                 secrets=jnp.arange(1024))
+    when, guess = np.asarray(when), np.asarray(guess)
+    assert not bool(np.asarray(bad).any()) and bool(np.asarray(target).all())  # every (padded) guess parses
+    assert when.max() == 11 and (when <= 10).sum() == 1023  # 3-way answers: 10 guesses certify 1023 numbers
+    assert when.mean() == pytest.approx(9.0117, abs=1e-4)  # sum of depths in the full tree / 1024
+    assert guess[:, 0].tolist() == [512] * 1024 and set(guess[when > 1, 1].tolist()) == {256, 768}
+    script = binary_search(env, digits=digits, recover=recover)
+    _, state = env.reset_to(jnp.int32(3))
+    action, _, _ = script.act(jax.random.PRNGKey(0), script.init(state), state)
+    assert env.tokenizer.decode(np.asarray(action.tokens[0, :action.length[0]])) == ("Guess: 0512" if digits else "Guess: 512")
+
+
+def test_step_recovery_makes_every_heldout_secret_a_target_guess_without_playing_one():
+    """With random moves, "step" recovery writes every number as a target guess, held-out secrets included,
+    while the SFT games themselves only ever use training secrets."""
+    env = GuessNumber(capacity=384, max_action_tokens=12)  # the split SFT plays: "train"
+    heldout = set(np.asarray(GuessNumber(split="test").secrets).tolist())
+    guess, target, when, _, secrets = _teacher_games(
+        env, binary_search(env, noise=0.1, digits=4, recover="step"), 10, num_episodes=4096)
+    guess, target, when = np.asarray(guess), np.asarray(target), np.asarray(when)
+    assert not heldout & set(np.asarray(secrets).tolist())
+    played = np.arange(10)[None, :] < when[:, None]  # moves made before the game ended
+    assert heldout <= set(guess[target & played].tolist())
+    # the tree alone ("bisect", no noise) never writes the held-out leaves: they are only reached by their own secret
+    g0, t0, w0, _, _ = _teacher_games(env, binary_search(env, digits=4), 10, num_episodes=4096)
+    played0 = np.arange(10)[None, :] < np.asarray(w0)[:, None]
+    missing = heldout - set(np.asarray(g0)[np.asarray(t0) & played0].tolist())
+    assert len(missing) > 50
+
+
 def test_sft_loss_falls_and_greedy_format_errors_drop():
     config = _config()
     trainer = sft.make_train(config)
@@ -186,7 +244,8 @@ def test_tic_tac_toe_teacher_plays_only_legal_optimal_targets_and_always_draws_i
 @pytest.mark.parametrize(
     "key,value,match",
     [("env_name", "text/debate", "config.env_name"), ("num_envs", 0, "config.num_envs"),
-     ("script_noise", 1.5, "config.script_noise"), ("lr", 0.0, "config.lr")],
+     ("script_noise", 1.5, "config.script_noise"), ("script_kwargs", {"digitz": 4}, "config.script_kwargs"),
+     ("lr", 0.0, "config.lr")],
 )
 def test_bad_sft_configs_name_the_key(key, value, match):
     with pytest.raises(ConfigError, match=match):
@@ -195,16 +254,20 @@ def test_bad_sft_configs_name_the_key(key, value, match):
 
 @pytest.mark.slow
 def test_recipe_sft_then_grpo_solves_heldout_secrets(tmp_path):
-    """configs/sft_guess_number.py then configs/guess_number.py from its checkpoint: >= 90% held-out success."""
+    """configs/sft_guess_number.py then configs/guess_number.py from its checkpoint: >= 90% held-out success
+    after each stage (measured 97.6% and 97.1%; ~16 + 20 min on 2 shared CPU cores)."""
     from configs import guess_number, sft_guess_number
 
     c1 = sft_guess_number.get_config()
     c1.run.out_dir, c1.run.progress = str(tmp_path / "sft"), False
+    c1.mesh.num_devices = 1  # as on the command line (conftest forces 8 host devices)
     stage1 = entry.train_from_config(c1)
     c2 = guess_number.get_config()
     c2.model.checkpoint, c2.run.out_dir, c2.run.progress = stage1["model_dir"], str(tmp_path / "grpo"), False
+    c2.mesh.num_devices = 1
     stage2 = entry.train_from_config(c2)
     print("sft:", stage1["eval"], "grpo:", stage2["eval"])
+    assert stage1["eval"]["success_rate"] >= 0.9, stage1["eval"]
     assert stage2["eval"]["success_rate"] >= 0.9, stage2["eval"]
     assert stage2["eval"]["mean_turns_solved"] <= 10.0
 

@@ -7,6 +7,8 @@ says what to do, so a typo on the command line costs seconds, not a run.
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import ml_collections
 
@@ -64,11 +66,11 @@ def _require(ok: bool, key: str, message: str) -> None:
 
 
 def check_keys(config: ml_collections.ConfigDict, schema: ml_collections.ConfigDict, prefix: str = "") -> None:
-    """Every key of `config` must exist in `schema` (env_kwargs are checked by the env itself)."""
+    """Every key of `config` must exist in `schema` (env_kwargs / script_kwargs: checked by the env / teacher)."""
     for key in config.keys():
         path = f"{prefix}{key}"
         _require(key in schema, path, f"unknown key; valid keys here: {', '.join(sorted(schema.keys()))}")
-        if isinstance(schema[key], ml_collections.ConfigDict) and key != "env_kwargs":
+        if isinstance(schema[key], ml_collections.ConfigDict) and key not in ("env_kwargs", "script_kwargs"):
             _require(isinstance(config[key], ml_collections.ConfigDict), path, "must be a group of keys")
             check_keys(config[key], schema[key], prefix=f"{path}.")
 
@@ -232,6 +234,7 @@ def sft_defaults() -> ml_collections.ConfigDict:
     c.sampling = copy.deepcopy(rl.sampling)  # only used by evaluation (which forces temperature 0)
     c.train_base = True  # every base weight (from scratch); False: LoRA adapters only, merged on export
     c.script_noise = 0.0  # chance per turn the teacher plays a random move (not a target) to show recovery
+    c.script_kwargs = ml_collections.ConfigDict({})  # the teacher's own options (train/scripted.py)
     c.seed = 0
     c.num_envs = 32  # teacher episodes per update (fresh each update)
     c.num_turns = 10  # turns per episode (>= the game's turn limit)
@@ -260,6 +263,10 @@ def validate_sft(config: ml_collections.ConfigDict) -> None:
         _require(isinstance(config[key], int) and config[key] > 0, key, f"must be a positive integer, got {config[key]!r}")
     _require(config.total_episodes >= config.num_envs, "total_episodes", "is less than one update (num_envs episodes)")
     _require(0.0 <= float(config.script_noise) <= 1.0, "script_noise", f"must be in [0, 1], got {config.script_noise}")
+    try:
+        inspect.signature(SCRIPTS[config.env_name]).bind(None, **config.script_kwargs)
+    except TypeError as err:
+        raise ConfigError(f"config.script_kwargs: {err} (the teacher is scripted.{SCRIPTS[config.env_name].__name__})") from None
     for key in ("lr", "max_grad_norm"):
         _require(float(config[key]) > 0, key, f"must be > 0, got {config[key]}")
     _require(float(config.weight_decay) >= 0, "weight_decay", f"must be >= 0, got {config.weight_decay}")

@@ -26,26 +26,48 @@ class Script(NamedTuple):
     act: Callable[[jax.Array, Any, Any], tuple[TextAction, jax.Array, Any]]
 
 
-def binary_search(env, noise: float = 0.0) -> Script:
+def binary_search(env, noise: float = 0.0, digits: int = 0, recover: str = "bisect") -> Script:
     """Guess-the-number by bisection of the interval the answers leave; `noise`: a random guess inside it.
 
     The midpoint (lo + hi + 1) // 2 walks the tree 512, 512 +- 256, ... +- 1: each guess is the
     previous one +- 2**(9 - turn), the same tree for every secret, so the student learns one rule.
     The teacher reads the secret only to update its interval exactly as the env's answer would.
+
+    digits: write guesses zero-padded to this width ("Guess: 0013", parsed as 13): every number
+        has its digits at the same places, so the student adds the step digit by digit.
+    recover: the teacher's moves after a random one (on the tree both rules give the same guess):
+        "bisect" the midpoint of the interval left; "step" keep the schedule, the previous guess
+        +- 2**(9 - turn) toward the answer (clipped into the interval), i.e. bisect the interval
+        shifted by the random move. "step" teaches the one local rule from every number, so the
+        student also writes numbers the tree only reaches at held-out secrets.
     """
     from jaxmarl_llm.envs.text.guess_number import NUM_VALUES
 
+    if recover not in ("bisect", "step"):
+        raise ValueError(f"recover must be 'bisect' or 'step', got {recover!r}")
+    if digits:  # zero-padded: every guess has the same width ("Guess: 0013"), which the env parses as 13
+        table = env.codec.table([f"Guess: {n:0{digits}d}" for n in range(NUM_VALUES)], width=env.max_action_tokens)
+        say = lambda guess: env.make_action(table, jnp.reshape(guess, (1,)))  # noqa: E731
+    else:
+        say = env.guess_action
+    first = NUM_VALUES // 2
+
     def init(state) -> jax.Array:
-        return jnp.asarray([0, NUM_VALUES - 1], jnp.int32)  # [lo, hi]
+        return jnp.asarray([0, NUM_VALUES - 1, -1, 0], jnp.int32)  # [lo, hi, previous guess, turn]
 
     def act(key, memory, state):
-        lo, hi = memory[0], memory[1]
+        lo, hi, prev, turn = memory[0], memory[1], memory[2], memory[3]
         k_explore, k_guess = jax.random.split(key)
         explore = jax.random.uniform(k_explore) < noise
-        guess = jnp.where(explore, jax.random.randint(k_guess, (), lo, hi + 1), (lo + hi + 1) // 2)
+        if recover == "bisect":
+            best = (lo + hi + 1) // 2
+        else:
+            step = jnp.maximum(first >> jnp.minimum(turn, 30), 1)
+            best = jnp.where(turn == 0, first, jnp.clip(prev + jnp.where(prev < state.secret, step, -step), lo, hi))
+        guess = jnp.where(explore, jax.random.randint(k_guess, (), lo, hi + 1), best)
         lo = jnp.where(guess < state.secret, guess + 1, lo)
         hi = jnp.where(guess > state.secret, guess - 1, hi)
-        return env.guess_action(guess), (~explore)[None], jnp.stack([lo, hi])
+        return say(guess), (~explore)[None], jnp.stack([lo, hi, guess, turn + 1])
 
     return Script(init, act)
 
@@ -99,7 +121,8 @@ SCRIPTS: dict[str, Callable[..., Script]] = {
 }
 
 
-def make_script(env_name: str, env, noise: float = 0.0) -> Script:
+def make_script(env_name: str, env, noise: float = 0.0, **kwargs) -> Script:
+    """The teacher for `env_name`; kwargs are that teacher's own options (e.g. binary_search's `digits`)."""
     if env_name not in SCRIPTS:
         raise ValueError(f"no scripted teacher for {env_name!r}; teachers exist for {', '.join(sorted(SCRIPTS))}")
-    return SCRIPTS[env_name](env, noise=noise)
+    return SCRIPTS[env_name](env, noise=noise, **kwargs)

@@ -41,6 +41,7 @@ from jaxmarl_llm.models.lora import LoraConfig
 from jaxmarl_llm.models.sampling import SamplingConfig
 from jaxmarl_llm.models.transformer import forward
 from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.train.lm_rl import build_model, build_tokenizer
 from jaxmarl_llm.train.mesh import global_index
 from jaxmarl_llm.train.scripted import Script, make_script
@@ -163,7 +164,10 @@ def make_train(config, env=None) -> SFTTrainer:
     tokenizer = build_tokenizer(config.tokenizer)
     if env is None:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
-    script = make_script(config.env_name, env, noise=float(config.script_noise))
+    try:
+        script = make_script(config.env_name, env, noise=float(config.script_noise), **config.script_kwargs)
+    except ValueError as err:
+        raise ConfigError(f"config.script_kwargs: {err}") from None
     cfg, base_params = build_model(config.model, tokenizer, config.model.init_seed)
     lcfg = LoraConfig(rank=config.lora.rank, alpha=config.lora.alpha, targets=tuple(config.lora.targets))
     policy = LMPolicy(cfg, lcfg, SamplingConfig(
