@@ -190,7 +190,7 @@ def test_evaluate_counts_successes_turns_and_format_errors():
     assert r["success_rate"] == 0.0 and r["format_error_rate"] == 1.0
 
 
-def _teacher_games(env, noises, num_games):
+def _ttt_teacher_games(env, noises, num_games):
     """The tic-tac-toe teacher against itself at each noise level (one compile); per turn [S, N, T]:
     illegal, target, optimal (a minimax move), moved, draw, won."""
 
@@ -221,7 +221,7 @@ def _teacher_games(env, noises, num_games):
 
 def test_tic_tac_toe_teacher_plays_only_legal_optimal_targets_and_always_draws_itself():
     env = TicTacToe(capacity=544, max_action_tokens=8)
-    clean, noisy = ({k: v[i] for k, v in _teacher_games(env, (0.0, 0.5), 256).items()} for i in range(2))
+    clean, noisy = ({k: v[i] for k, v in _ttt_teacher_games(env, (0.0, 0.5), 256).items()} for i in range(2))
     assert not clean["illegal"].any()
     assert clean["draw"].any(-1).all() and not clean["won"].any()  # perfect play: every game a draw
     assert (clean["moved"].sum(-1) == 9).all()  # a draw fills the board
