@@ -79,3 +79,23 @@ def test_normalize_has_zero_mean_unit_std(mask):
     z = normalize(x, mask)
     np.testing.assert_allclose(shard_mean(z, mask), 0.0, atol=1e-6)
     np.testing.assert_allclose(shard_mean(z**2, mask), 1.0, atol=1e-5)
+
+
+def test_own_turn_gae_credits_others_moves_to_the_last_own_turn():
+    """Agent acts at turns 0 and 2; rewards at 1 and 3 (others' moves) join its previous own turn."""
+    from jaxmarl_llm.algos.gae import gae, own_turn_gae
+
+    r = jnp.array([1.0, 2.0, 3.0, 4.0])
+    v = jnp.array([0.5, 9.0, 0.25, 9.0])  # values at turns it did not act are ignored
+    acted = jnp.array([True, False, True, False])
+    adv, ret = own_turn_gae(r, v, acted, 0.9, 0.8)
+    d2 = (3.0 + 4.0) - 0.25  # last own turn: no future
+    d0 = (1.0 + 2.0) + 0.9 * 0.25 - 0.5
+    np.testing.assert_allclose(np.asarray(adv), [d0 + 0.9 * 0.8 * d2, 0.0, d2, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ret), [d0 + 0.9 * 0.8 * d2 + 0.5, 0.0, d2 + 0.25, 0.0], rtol=1e-6)
+    # acting every turn of an episode that ends at the last turn: plain GAE
+    every = jnp.ones(4, bool)
+    nv = jnp.concatenate([v[1:], jnp.zeros(1)])
+    end = jnp.array([False, False, False, True])
+    np.testing.assert_allclose(np.asarray(own_turn_gae(r, v, every, 0.9, 0.8)[0]),
+                               np.asarray(gae(r, v, nv, end, end, 0.9, 0.8)[0]), rtol=1e-6)
