@@ -31,14 +31,22 @@ gets almost no signal. Learning needs a warm start: a checkpoint that follows
 the instruction in the prompt (above), or SFT of the tiny model on transcripts
 of a trained policy (configs/spread_mlp.py's MLP, as a scripted teacher in
 train/scripted.py: not written yet), then `--config.model.checkpoint=<sft out>/model`.
+`configs/spread.py:mappo` swaps the per-agent value head for MAPPO's centralized critic: an MLP over
+all three agents' prompt summaries (the frozen base's last hidden state), so each agent's value sees
+where the others are, like the MLP job's `--config.algo=mappo` world-state critic.
+
 The MLP baseline stays the headline: `python experiments/train.py --config=configs/spread_mlp.py`.
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults
 
 
-def get_config():
+def get_config(variant: str = ""):
+    if variant not in ("", "ippo", "mappo"):
+        raise ValueError(f"configs/spread.py:{variant}: the variant is 'ippo' (default) or 'mappo'")
     c = lm_rl_defaults()
+    if variant == "mappo":
+        c.critic.kind = "mappo"  # one critic over all three agents' prompts (policies/central_critic.py)
     c.env_name = "text/tokenized_mpe"
     c.env_kwargs = {
         "env": "mpe/simple_spread", "num_agents": 3, "local_ratio": 0.5, "max_cycles": 25, "continuous_actions": False,

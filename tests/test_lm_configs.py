@@ -85,9 +85,12 @@ def test_debate(tmp_path, variant):
         assert tuple(config.frozen_agents) == (2,) and config.env_kwargs.judge == "lm"
 
 
-def test_spread_is_an_lm_policy_on_tokenized_spread(tmp_path):
-    config = _tiny("spread.py", tmp_path, max_cycles=5)
+@pytest.mark.parametrize("variant", ["", ":mappo"])
+def test_spread_is_an_lm_policy_on_tokenized_spread(tmp_path, variant):
+    """`:mappo`: the centralized critic on a game whose prompts are rewritten each turn (read turn by turn)."""
+    config = _tiny("spread.py" + variant, tmp_path, max_cycles=5)
     assert config.trainer == "lm_rl" and config.env_name == "text/tokenized_mpe"
+    assert config.critic.kind == ("mappo" if variant else "ippo")
     assert config.env_kwargs.env == "mpe/simple_spread"
     config.num_turns = 5
     metrics = _train(config)

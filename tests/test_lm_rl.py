@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import struct
 
 from jaxmarl_llm.envs.text.base import TextEnv, TextState
 from jaxmarl_llm.train import lm_rl
@@ -45,8 +46,36 @@ class CharClassGame(TextEnv):
         return new, reward, jnp.bool_(True), jnp.bool_(False), {"format_error": jnp.zeros((self.num_agents,), bool)}
 
 
+@struct.dataclass
+class CoinState(TextState):
+    heads: jax.Array  # [] bool
+
+
+class CoinGame(TextEnv):
+    """One turn, actions ignored: both agents are paid 1 when the coin is heads, and only agent 1's prompt shows
+    the coin. Agent 0's return is predictable only from agent 1's transcript."""
+
+    def __init__(self, tokenizer=None):
+        super().__init__(tokenizer, ("blind", "seer"), 48, 4)
+        self._setup([self.codec.encode("Wait: "), self.codec.encode("Coin: ")], [1])
+        self.faces = self.codec.table(["H", "T"])
+
+    def reset(self, key, params=None):
+        heads = jax.random.bernoulli(key)
+        state = CoinState(**self._base_state(jnp.ones((2,), bool)), heads=heads)
+        state = self._append_table(state, self.faces, jnp.full((2,), jnp.where(heads, 0, 1)), jnp.array([False, True]))
+        return self.get_obs(state), state
+
+    def _step(self, key, state, tokens, length, params):
+        new = self._append(state, tokens, length).replace(turn=state.turn + 1)
+        reward = jnp.broadcast_to(state.heads.astype(jnp.float32), (2,))
+        return new, reward, jnp.bool_(True), jnp.bool_(False), {"format_error": jnp.zeros((2,), bool)}
+
+
 def _config(algo: str, **kw):
     c = lm_rl_defaults()
+    if algo == "mappo":  # PPO with the centralized critic
+        algo, c.critic.kind = "ppo", "mappo"
     c.algo = algo
     c.num_turns, c.num_envs, c.group_size = 1, 16, (1 if algo == "ppo" else 8)
     c.share_policy = False
@@ -82,7 +111,7 @@ def test_first_ratio_is_one_and_frozen_adapters_stay_zero():
     assert max(frozen_b) == 0.0 and max(learner_b) > 0.0
 
 
-@pytest.mark.parametrize("algo", ["grpo", "rloo", "ppo"])
+@pytest.mark.parametrize("algo", ["grpo", "rloo", "ppo", "mappo"])
 def test_each_agent_learns_its_own_character_class(algo):
     trainer = _make(_config(algo))
     _, metrics = _run(trainer, 40)
@@ -91,12 +120,13 @@ def test_each_agent_learns_its_own_character_class(algo):
     assert curve[-5:].mean() > 0.7, f"{algo}: mean reward after 40 updates {curve[-5:].mean():.2f}"
 
 
-def test_eight_devices_match_one():
+@pytest.mark.parametrize("algo", ["grpo", "mappo"])
+def test_eight_devices_match_one(algo):
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 forced host devices (conftest)")
     outs = []
     for n in (1, 8):
-        config = _config("grpo", num_envs=16, group_size=2)
+        config = _config(algo, num_envs=16, group_size=2 if algo == "grpo" else 1)
         config.mesh.num_devices = n
         trainer = _make(config)
         mesh = mesh_lib.make_mesh(n)
@@ -108,6 +138,21 @@ def test_eight_devices_match_one():
     np.testing.assert_allclose(outs[0][1]["episode_return"], outs[1][1]["episode_return"], rtol=1e-5)
 
 
+def test_central_critic_reads_what_the_seat_cannot():
+    """The coin decides agent 0's return but only agent 1 sees it: agent 0's own value head can at best learn the
+    mean (value loss 0.5 * Var = 0.125); the MAPPO critic reads the coin from agent 1's transcript (loss -> 0)."""
+    losses = {}
+    for kind in ("ippo", "mappo"):
+        config = _config(kind if kind == "mappo" else "ppo", frozen_agents=(1,), share_policy=True, num_envs=32)
+        validate_lm_rl(config)
+        trainer = lm_rl.make_train(config, env=CoinGame(lm_rl.build_tokenizer(config.tokenizer)))
+        state, metrics = _run(trainer, 60)
+        losses[kind] = float(np.asarray(metrics["value_loss"])[-10:].mean())
+        assert ("critic" in state.trainable) == (kind == "mappo")
+    assert losses["ippo"] > 0.08, losses
+    assert losses["mappo"] < 0.02, losses
+
+
 def test_bad_lm_configs_name_the_key():
     with pytest.raises(ConfigError, match="config.group_size"):
         validate_lm_rl(_config("grpo", group_size=1))
@@ -116,6 +161,14 @@ def test_bad_lm_configs_name_the_key():
     with pytest.raises(ConfigError, match="config.model.checkpoint"):
         c = _config("grpo")
         c.model.checkpoint = "/nonexistent/folder"
+        validate_lm_rl(c)
+    with pytest.raises(ConfigError, match="config.critic.kind"):
+        c = _config("grpo")
+        c.critic.kind = "mappo"  # GRPO has no critic
+        validate_lm_rl(c)
+    with pytest.raises(ConfigError, match="config.critic.kind"):
+        c = _config("ppo")
+        c.critic.kind = "central"
         validate_lm_rl(c)
 
 

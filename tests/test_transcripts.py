@@ -162,10 +162,11 @@ def _trainer(env_name, incremental, **kw):
 @pytest.mark.parametrize("env_name,kw", [
     ("text/guess_number", {"env_kwargs": {"capacity": 320, "max_action_tokens": 12}, "rollout.min_score_width": 192}),
     ("text/cooperative_writing", {"env_kwargs": {"max_action_tokens": 8}, "num_turns": 5, "sampling.temperature": 1.0,
-                                  "rollout.min_score_width": 1024}),
+                                  "rollout.min_score_width": 1024, "critic.kind": "mappo"}),
 ])
 def test_incremental_rollout_and_update_equal_reference(env_name, kw):
-    """Same actions, log-probs and values turn by turn, and the same adapters after one PPO update."""
+    """Same actions, log-probs and values turn by turn, and the same adapters after one PPO update (with the MAPPO
+    critic: its inputs read off the final transcripts equal those read turn by turn)."""
     out = {}
     for inc in (False, True):
         trainer = _trainer(env_name, inc, **kw)
@@ -183,6 +184,7 @@ def test_incremental_rollout_and_update_equal_reference(env_name, kw):
     np.testing.assert_array_equal(np.asarray(t0.action_mask), np.asarray(t1.action_mask))
     np.testing.assert_allclose(np.asarray(t0.logprob), np.asarray(t1.logprob), atol=5e-5)
     np.testing.assert_allclose(np.asarray(t0.value), np.asarray(t1.value), atol=5e-5, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(t0.critic_obs), np.asarray(t1.critic_obs), atol=5e-5, rtol=1e-4)
     assert set(m0) == set(m1) and "value_loss" in m0
     for k in m0:
         np.testing.assert_allclose(float(m0[k]), float(m1[k]), atol=1e-4, rtol=1e-4, err_msg=k)

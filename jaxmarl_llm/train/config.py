@@ -144,6 +144,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # (the loss forward runs at the narrowest of min_score_width x 1, 2, 4, ... or the capacity that fits)
     c.rollout = ml_collections.ConfigDict({"incremental": True, "chunk": 64, "min_score_width": 128})
     c.algo = "grpo"  # "ppo" (value head + GAE over turns), "grpo", "rloo"
+    # PPO's critic: "ippo" = a value head on each seat's own adapter trunk; "mappo" = one centralized critic,
+    # an MLP (hidden units below) over every seat's transcript summary (policies/central_critic.py)
+    c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256})
     c.share_policy = True  # one adapter for every learning agent, or one per agent
     c.frozen_agents = ()  # agent indices played by the bare base model and never trained
     # agent index -> the game's built-in player ("random" | "minimax"), e.g. "1:minimax"; never trained
@@ -192,6 +195,11 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
         _require(isinstance(config.rollout[key], int) and config.rollout[key] > 0, f"rollout.{key}",
                  f"must be a positive integer, got {config.rollout[key]!r}")
     _require(config.algo == "ppo" or config.group_size > 1, "group_size", f"{config.algo} needs groups of at least 2")
+    _require(config.critic.kind in ("ippo", "mappo"), "critic.kind", f"must be 'ippo' or 'mappo', got {config.critic.kind!r}")
+    _require(config.critic.kind == "ippo" or config.algo == "ppo", "critic.kind",
+             f"a centralized critic is for algo='ppo' ({config.algo} has no critic)")
+    _require(isinstance(config.critic.hidden, int) and config.critic.hidden > 0, "critic.hidden",
+             f"must be a positive integer, got {config.critic.hidden!r}")
     n_dev = config.mesh.num_devices or len(jax.devices())
     _require(n_dev <= len(jax.devices()), "mesh.num_devices", f"{n_dev} requested, {len(jax.devices())} visible")
     _require(config.num_envs % (n_dev * config.group_size) == 0, "num_envs",

@@ -59,7 +59,7 @@ from jaxmarl_llm.models import config as model_config
 from jaxmarl_llm.models.lora import LoraConfig
 from jaxmarl_llm.models.sampling import SamplingConfig
 from jaxmarl_llm.models.transformer import init_params
-from jaxmarl_llm.policies import transcripts
+from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens
 from jaxmarl_llm.train.mesh import DATA, global_index, shard_over_data
 from jaxmarl_llm.tokenizers import CharTokenizer, HFTokenizer
@@ -82,7 +82,7 @@ class LMHParams(NamedTuple):
 
 @struct.dataclass
 class LMRunnerState:
-    trainable: Any  # {"lora": ..., "value_head": ...}, leaves [S, ...] (S adapter slots)
+    trainable: Any  # {"lora": ..., "value_head": ...}, leaves [S, ...] (S adapter slots); MAPPO adds "critic"
     opt_state: Any
     key: jax.Array
     update_step: jax.Array
@@ -97,7 +97,8 @@ class Turns(NamedTuple):
     action: jax.Array  # [T, N, A, M]
     action_mask: jax.Array  # [T, N, A, M] bool: generated tokens
     logprob: jax.Array  # [T, N, A, M]
-    value: jax.Array  # [T, N, A]
+    value: jax.Array  # [T, N, A] (MAPPO: the centralized critic's)
+    critic_obs: jax.Array  # [T, N, A, F] MAPPO critic input (width 0 with per-seat value heads)
     reward: jax.Array  # [T, N, A]
     alive: jax.Array  # [T, N] bool: the episode was running at this turn
     acted: jax.Array  # [T, N, A] bool: active and alive (the seat chose an action)
@@ -213,6 +214,7 @@ def make_train(config, env=None) -> LMTrainer:
     chunk = int(config.rollout.chunk)
     micro = int(config.num_microbatches)
     widths = transcripts.score_widths(env.capacity + m_tokens, config.rollout.min_score_width) if incremental else ()
+    central = config.critic.kind == "mappo"  # one critic over every seat's transcript (else a value head per seat)
     from jaxmarl_llm.train.config import ConfigError
 
     if incremental and num_envs % mb:
@@ -227,7 +229,8 @@ def make_train(config, env=None) -> LMTrainer:
 
     def per_agent(trainable, agents):
         """Slot-stacked trainable [S, ...] -> one entry per listed agent [A', ...] (a gather: grads flow back)."""
-        return jax.tree.map(lambda x: x[slots[agents]], trainable)
+        per_slot = {k: v for k, v in trainable.items() if k != "critic"}  # the central critic has no slot axis
+        return jax.tree.map(lambda x: x[slots[agents]], per_slot)
 
     def scaled(trainable_a, scale):
         """Adapters times `scale` (0 for frozen agents: exactly the base model)."""
@@ -307,6 +310,9 @@ def make_train(config, env=None) -> LMTrainer:
     def init(key: jax.Array, hp: LMHParams) -> LMRunnerState:
         key, k_init = jax.random.split(key)
         trainable = policy.init_trainable(k_init, num_agents=num_slots)
+        if central:
+            trainable["critic"] = central_critic.critic_init(
+                jax.random.fold_in(k_init, 7), num_agents, cfg.hidden_size, config.critic.hidden)
         pool = None
         if pool_size:  # every snapshot starts as the initial learner (B = 0: the base model)
             pool = jax.tree.map(lambda x: jnp.broadcast_to(x[0], (pool_size, *x.shape[1:])), trainable["lora"])
@@ -380,6 +386,12 @@ def make_train(config, env=None) -> LMTrainer:
                 tokens = tokens.at[:, a].set(scr.tokens[:, a])
                 mask = mask.at[:, a].set(jnp.arange(m_tokens)[None, :] < scr.length[:, a, None])
             mask = mask & active[..., None]  # an inactive seat's sample is never played nor scored
+            if central and not incremental:  # the critic reads every seat's prompt end at this turn
+                feats = central_critic.transcript_features(base, cfg, obs.tokens.reshape(n * num_agents, -1),
+                                                           (obs.length - 1).reshape(n * num_agents, 1))
+                critic_obs = central_critic.critic_inputs(feats.reshape(n, num_agents, -1))
+            else:
+                critic_obs = jnp.zeros((n, num_agents, 0), jnp.float32)
             length = mask.sum(-1).astype(jnp.int32)
             action = TextAction(tokens=jnp.where(mask, tokens, pad_id), length=length)
             next_obs, env_state2, reward, term, trunc, info = jax.vmap(env.step)(per_env(k_env), env_state, action)
@@ -387,7 +399,7 @@ def make_train(config, env=None) -> LMTrainer:
             rec = Turns(
                 prompt=obs.tokens[..., :0] if incremental else obs.tokens, prompt_len=obs.length,
                 action=action.tokens, action_mask=mask, logprob=jnp.where(mask, logprob, 0.0),
-                value=value * active, reward=reward * alive[:, None], alive=alive,
+                value=value * active, critic_obs=critic_obs, reward=reward * alive[:, None], alive=alive,
                 acted=active & alive[:, None], acts=active & alive[:, None] & seats.learns, done=done,
                 info={k: v for k, v in info.items() if jnp.ndim(v) <= 2},
             )
@@ -404,7 +416,24 @@ def make_train(config, env=None) -> LMTrainer:
         alive0 = jnp.ones((n,), bool)
         cache = transcripts.init_rows(policy.cfg, n * num_lm, obs.tokens.shape[-1] + m_tokens) if incremental else None
         (_, last_obs, _, _), turns = jax.lax.scan(turn, (env_state, obs, alive0, cache), jnp.arange(num_turns))
+        if central:
+            if incremental:  # every turn's prompt is a prefix of the final transcript: one forward per seat
+                feats = critic_features(base, last_obs.tokens, turns.prompt_len)
+                turns = turns._replace(critic_obs=feats * turns.alive[..., None, None])  # ended games: 0, as read live
+            value = central_critic.critic_apply(trainable["critic"], turns.critic_obs) * turns.acted
+            turns = turns._replace(value=value)
         return turns, seats, last_obs.tokens
+
+    def critic_features(base, final, prompt_len):
+        """MAPPO critic inputs [T, N, A, F] from each seat's final transcript (final [N, A, L], prompt_len [T, N, A])."""
+        t_len, n_env, a = prompt_len.shape
+        rows = final.reshape(n_env * a, -1)
+        pos = (jnp.moveaxis(prompt_len, 0, -1) - 1).reshape(n_env * a, t_len)  # each turn's last read token
+        feat_widths = transcripts.score_widths(rows.shape[1], config.rollout.min_score_width)
+        branch = jnp.minimum(jnp.searchsorted(jnp.asarray(feat_widths), prompt_len.max()), len(feat_widths) - 1)
+        feats = jax.lax.switch(branch, [lambda r, w=w: central_critic.transcript_features(base, cfg, r[:, :w], pos)
+                                        for w in feat_widths], rows)  # [N*A, T, D]
+        return central_critic.critic_inputs(jnp.moveaxis(feats.reshape(n_env, a, t_len, -1), 2, 0))
 
     def advantages(turns: Turns, hp: LMHParams, axis_name):
         """Per-turn advantages [T, N, A] and value targets [T, N, A]."""
@@ -434,6 +463,7 @@ def make_train(config, env=None) -> LMTrainer:
         return turns._replace(prompt=sub(turns.prompt, 2), prompt_len=sub(turns.prompt_len, 2),
                               action=sub(turns.action, 2), action_mask=sub(turns.action_mask, 2),
                               logprob=sub(turns.logprob, 2), value=sub(turns.value, 2), reward=sub(turns.reward, 2),
+                              critic_obs=sub(turns.critic_obs, 2),
                               acted=sub(turns.acted, 2), acts=sub(turns.acts, 2), info={})
 
     def score_turns(base, trainable, batch: Turns, reference: bool = False):
@@ -487,11 +517,14 @@ def make_train(config, env=None) -> LMTrainer:
         else:
             score_batch = lambda reference: score_turns(base, trainable, mb_turns, reference)  # noqa: E731
         ref_lp = jax.lax.stop_gradient(score_batch(True)[0]) if use_kl else None
-        return loss_of_scores(score_batch(False), ref_lp, mb_turns, adv, ret, hp, axis_name)
+        return loss_of_scores(score_batch(False), trainable.get("critic"), ref_lp, mb_turns, adv, ret, hp, axis_name)
 
-    def loss_of_scores(scores, ref_lp, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name):
-        """The loss as a function of the scored tokens (logprob, entropy, value) of the whole minibatch."""
+    def loss_of_scores(scores, critic, ref_lp, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name):
+        """The loss as a function of the scored tokens (logprob, entropy, value) of the whole minibatch and the
+        central critic's weights (MAPPO: the values come from it, not from the scores)."""
         logprob, entropy, value = scores
+        if central:
+            value = central_critic.critic_apply(critic, mb_turns.critic_obs)  # [B, N, A_l]
         token_mask = mb_turns.action_mask & mb_turns.acts[..., None]  # [B, N, A_l, M]
         token_adv = jnp.broadcast_to(adv[..., None], logprob.shape)
         metrics = {}
@@ -541,7 +574,8 @@ def make_train(config, env=None) -> LMTrainer:
         ref_lp = None
         if use_kl:
             ref_lp = join(jax.lax.map(lambda part: score_part(trainable, part, True)[0], parts), 1)
-        g_scores, metrics = jax.grad(loss_of_scores, has_aux=True)(scores, ref_lp, mb_turns, adv, ret, hp, axis_name)
+        (g_scores, g_critic), metrics = jax.grad(loss_of_scores, argnums=(0, 1), has_aux=True)(
+            scores, trainable.get("critic"), ref_lp, mb_turns, adv, ret, hp, axis_name)
         g_parts = jax.tree.map(lambda x: split(x, 1), g_scores)
 
         def pull_back(total, xs):
@@ -550,6 +584,8 @@ def make_train(config, env=None) -> LMTrainer:
             return jax.tree.map(jnp.add, total, vjp(g)[0]), None
 
         grads, _ = jax.lax.scan(pull_back, jax.tree.map(jnp.zeros_like, trainable), (parts, g_parts))
+        if central:  # the critic is not in the scored forward: its gradient is the loss's own
+            grads = {**grads, "critic": g_critic}
         return grads, metrics
 
     def refresh_pool(pool, lora, step):
