@@ -67,14 +67,36 @@ def _row_forward(policy: LMPolicy, base, adapters, tokens, k, v, start, logit_in
 
 
 def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array, length: jax.Array,
-             cache: RowCache, chunk: int) -> tuple[Sample, RowCache]:
+             cache: RowCache, chunk: int, min_width: int = 128) -> tuple[Sample, RowCache]:
     """Catch each row's cache up to its transcript (tokens [B, L], length [B]), then sample an action.
 
     adapters: per-row trainable {"lora", "value_head"} with leaves [B, ...], or None (the base model).
     key: one key, or one per row (each row then samples independently of its batch-mates).
     The returned cache holds the transcript plus the action's tokens but the last (the env echoes
     the action, so next turn's catch-up starts there).
+
+    Attention reads only the first W cache slots, W the narrowest of min_width x 1, 2, 4, ... (or the
+    whole cache) that holds every row's transcript and action: early turns of a long game do not pay
+    for the capacity they have not reached (a `lax.switch`; under `vmap` it would run every width).
     """
+    widths = score_widths(cache.k.shape[2], min_width)
+    if len(widths) == 1:
+        return _act_rows(policy, key, base, adapters, tokens, length, cache, chunk)
+    need = jnp.max(length) + policy.sampling.max_new_tokens
+    branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
+
+    def at_width(w: int):
+        def run(cache: RowCache):
+            part = RowCache(cache.k[:, :, :w], cache.v[:, :, :w], cache.seen)
+            sample, part = _act_rows(policy, key, base, adapters, tokens, length, part, chunk)
+            return sample, RowCache(cache.k.at[:, :, :w].set(part.k), cache.v.at[:, :, :w].set(part.v), part.seen)
+        return run
+
+    return jax.lax.switch(branch, [at_width(w) for w in widths], cache)
+
+
+def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array, length: jax.Array,
+              cache: RowCache, chunk: int) -> tuple[Sample, RowCache]:
     b, l = tokens.shape
     s_cfg = policy.sampling
     length = length.astype(jnp.int32)
