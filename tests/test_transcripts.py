@@ -217,3 +217,25 @@ def test_microbatch_accumulation_gives_the_same_update():
     assert max(moved) > 1e-4  # the update did something
     for a, b in zip(jax.tree.leaves(s1.trainable), jax.tree.leaves(s2.trainable)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5)
+
+
+def test_match_with_kept_caches_plays_the_same_games(temperature: float = 1.0):
+    """play.make_match (evaluation, eval.py) keeping each LM seat's cache: the same transcripts and outcomes as
+    re-reading every transcript each turn (sampled: the per-row keys match), an adapter on one seat, the base on the other."""
+    from jaxmarl_llm.train import play
+
+    trainer = _trainer("text/cooperative_writing", True, env_kwargs={"max_action_tokens": 8, "capacity": 384}, num_turns=5)
+    policy = play.with_temperature(trainer.policy, temperature)
+    lora = jax.tree.map(lambda x: x[0] + 0.05 * jax.random.normal(jax.random.PRNGKey(2), x[0].shape),
+                        trainer.init(jax.random.PRNGKey(0), trainer.hparams).trainable["lora"])
+    players = (play.Player("lm", lora), play.Player("lm"))
+    out = {}
+    for inc in (False, True):
+        match = play.make_match(trainer.env, policy, play.kinds(players), 5, incremental=inc, chunk=32)
+        state, outcomes = match(jax.random.PRNGKey(3), trainer.base, play.loras(players), 6)
+        out[inc] = (np.asarray(trainer.env.get_obs(state).tokens), jax.tree.map(np.asarray, outcomes))
+    (t0, o0), (t1, o1) = out[False], out[True]
+    assert (t0 != trainer.tokenizer.pad_id).sum() > 0
+    np.testing.assert_array_equal(t0, t1)
+    for a, b in zip(o0, o1):
+        np.testing.assert_allclose(a, b, atol=1e-6)

@@ -51,8 +51,8 @@ def put_rows(cache: RowCache, rows: jax.Array, part: RowCache) -> RowCache:
     return RowCache(cache.k.at[:, rows].set(part.k), cache.v.at[:, rows].set(part.v), cache.seen.at[rows].set(part.seen))
 
 
-def _row_forward(policy: LMPolicy, base, adapters, tokens, k, v, start, logit_index):
-    """Per-row adapters: forward row b (tokens [B, T]) at positions start[b] + t against its own cache."""
+def _row_forward(policy: LMPolicy, base, adapters, tokens, k, v, start, logit_index, per_row: bool = True):
+    """Forward row b (tokens [B, T]) at positions start[b] + t against its own cache; adapters per row or shared."""
     cfg, scale = policy.cfg, policy.lora.scale
 
     def one(lo, tok, kr, vr, s, li):
@@ -62,15 +62,16 @@ def _row_forward(policy: LMPolicy, base, adapters, tokens, k, v, start, logit_in
         return logits[0], hidden[0, li], cache["k"][:, 0], cache["v"][:, 0]
 
     lora = None if adapters is None else adapters["lora"]
-    return jax.vmap(one, in_axes=(None if lora is None else 0, 0, 1, 1, 0, 0), out_axes=(0, 0, 1, 1))(
+    return jax.vmap(one, in_axes=(None if lora is None or not per_row else 0, 0, 1, 1, 0, 0), out_axes=(0, 0, 1, 1))(
         lora, tokens, k, v, start, logit_index)
 
 
 def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array, length: jax.Array,
-             cache: RowCache, chunk: int, min_width: int = 128) -> tuple[Sample, RowCache]:
+             cache: RowCache, chunk: int, min_width: int = 128, per_row: bool = True) -> tuple[Sample, RowCache]:
     """Catch each row's cache up to its transcript (tokens [B, L], length [B]), then sample an action.
 
-    adapters: per-row trainable {"lora", "value_head"} with leaves [B, ...], or None (the base model).
+    adapters: per-row trainable {"lora", "value_head"} with leaves [B, ...] (per_row), one trainable shared by
+    every row (per_row=False: no copy per row), or None (the base model).
     key: one key, or one per row (each row then samples independently of its batch-mates).
     The returned cache holds the transcript plus the action's tokens but the last (the env echoes
     the action, so next turn's catch-up starts there).
@@ -81,14 +82,14 @@ def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array
     """
     widths = score_widths(cache.k.shape[2], min_width)
     if len(widths) == 1:
-        return _act_rows(policy, key, base, adapters, tokens, length, cache, chunk)
+        return _act_rows(policy, key, base, adapters, tokens, length, cache, chunk, per_row)
     need = jnp.max(length) + policy.sampling.max_new_tokens
     branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
 
     def at_width(w: int):
         def run(cache: RowCache):
             part = RowCache(cache.k[:, :, :w], cache.v[:, :, :w], cache.seen)
-            sample, part = _act_rows(policy, key, base, adapters, tokens, length, part, chunk)
+            sample, part = _act_rows(policy, key, base, adapters, tokens, length, part, chunk, per_row)
             return sample, RowCache(cache.k.at[:, :, :w].set(part.k), cache.v.at[:, :, :w].set(part.v), part.seen)
         return run
 
@@ -96,7 +97,7 @@ def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array
 
 
 def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array, length: jax.Array,
-              cache: RowCache, chunk: int) -> tuple[Sample, RowCache]:
+              cache: RowCache, chunk: int, per_row: bool = True) -> tuple[Sample, RowCache]:
     b, l = tokens.shape
     s_cfg = policy.sampling
     length = length.astype(jnp.int32)
@@ -109,7 +110,7 @@ def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Arra
         k, v, logits, hidden = carry
         s = start + c * chunk
         last = jnp.clip(length - 1 - s, 0, chunk - 1)
-        lg, hd, k, v = _row_forward(policy, base, adapters, window(padded, jnp.minimum(s, l)), k, v, s, last)
+        lg, hd, k, v = _row_forward(policy, base, adapters, window(padded, jnp.minimum(s, l)), k, v, s, last, per_row)
         here = (length - 1 >= s) & (length - 1 < s + chunk)  # [B] this chunk holds the row's last token
         return k, v, jnp.where(here[:, None], lg, logits), jnp.where(here[:, None], hd, hidden)
 
@@ -119,7 +120,7 @@ def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Arra
 
     def step_fn(tok, kv):
         (k, v), pos = kv
-        lg, _, k, v = _row_forward(policy, base, adapters, tok[:, None], k, v, pos, jnp.zeros_like(pos))
+        lg, _, k, v = _row_forward(policy, base, adapters, tok[:, None], k, v, pos, jnp.zeros_like(pos), per_row)
         return lg, ((k, v), pos + 1)
 
     toks, lps, mask, ((k, v), _) = decode(
@@ -127,7 +128,8 @@ def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Arra
         top_k=s_cfg.top_k, top_p=s_cfg.top_p, stop_ids=s_cfg.stop_ids, pad_id=s_cfg.pad_id)
     value = jnp.zeros((b,), jnp.float32)
     if adapters is not None and "value_head" in adapters:
-        value = jax.vmap(value_head_apply)(adapters["value_head"], hidden)
+        value = jax.vmap(value_head_apply)(adapters["value_head"], hidden) if per_row else value_head_apply(
+            adapters["value_head"], hidden)
     # what the env will echo: the tokens before the first stop id; all but the last were fed to the cache
     stops = jnp.isin(toks, jnp.asarray(s_cfg.stop_ids or (-1,), jnp.int32)) & mask
     echoed = jnp.where(stops.any(-1), jnp.argmax(stops, -1), mask.sum(-1)).astype(jnp.int32)

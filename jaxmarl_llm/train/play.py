@@ -9,6 +9,9 @@ the bare base model) or one of the game's built-in players ("random",
 "minimax": `env.opponent_action`). Every episode gets its own reset key
 (`fold_in(key, i)`), so results do not depend on how many episodes run at once.
 Greedy or sampled decoding is the policy's `SamplingConfig` (`with_temperature`).
+On games whose transcripts only grow (`env.appends_actions`) each LM seat keeps its
+KV cache across turns and reads only the new tokens (`transcripts.act_rows`), as the
+trainer does; `incremental=False` re-reads every transcript each turn (same moves).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.policies import transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 
 SCRIPTED = ("random", "minimax")
@@ -55,25 +59,36 @@ class Outcomes(NamedTuple):
     format_error: jax.Array
 
 
-def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: int):
-    """jit fn(key, base, loras (one entry per seat), num_episodes) -> (final env state [N], returns [N, A], Outcomes)."""
+def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: int, incremental: bool | None = None,
+               chunk: int = 64):
+    """jit fn(key, base, loras (one entry per seat), num_episodes) -> (final env state [N], Outcomes).
+
+    incremental: keep each LM seat's KV cache across turns (default: when the env's transcripts only grow)."""
     if len(seat_kinds) != env.num_agents:
         raise ValueError(f"{len(seat_kinds)} players for a {env.num_agents}-seat game")
     for kind in seat_kinds:
         if kind in SCRIPTED and not hasattr(env, "opponent_action"):
             raise ValueError(f"{type(env).__name__} has no built-in player {kind!r}")
     pad, m = env.codec.pad_id, env.max_action_tokens
+    cached = bool(getattr(env, "appends_actions", False)) if incremental is None else bool(incremental)
 
-    def seat_action(seat: int, kind: str, key, base, lora, obs, state) -> tuple[jax.Array, jax.Array]:
-        """tokens [N, M], mask [N, M] for one seat in every env."""
+    def seat_action(seat: int, kind: str, key, base, lora, obs, state, cache):
+        """tokens [N, M], mask [N, M] for one seat in every env, and the seat's cache (None if not kept)."""
         keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(obs.tokens.shape[0]))
         if kind in SCRIPTED:
             act = jax.vmap(lambda k, s: env.opponent_action(k, s, kind))(keys, state)
-            return act.tokens[:, seat], jnp.arange(m)[None, :] < act.length[:, seat, None]
+            return act.tokens[:, seat], jnp.arange(m)[None, :] < act.length[:, seat, None], cache
         trainable = None if lora is None else {"lora": lora}
-        sample = jax.vmap(lambda k, t, n: policy.sample(k, base, trainable, t[None], n[None]))(
-            keys, obs.tokens[:, seat], obs.length[:, seat])
-        return sample.tokens[:, 0], sample.mask[:, 0]
+        if cache is None:
+            sample = jax.vmap(lambda k, t, n: policy.sample(k, base, trainable, t[None], n[None]))(
+                keys, obs.tokens[:, seat], obs.length[:, seat])
+            return sample.tokens[:, 0], sample.mask[:, 0], None
+        length = obs.length[:, seat]
+        # per-row keys = the keys above: the same draws as the re-reading path
+        sample, part = transcripts.act_rows(policy, keys, base, trainable, obs.tokens[:, seat], length, cache, chunk,
+                                            per_row=False)
+        moved = jax.vmap(env.active)(state)[:, seat]  # a seat that did not move has read up to its length only
+        return sample.tokens, sample.mask, part._replace(seen=jnp.where(moved, part.seen, length))
 
     @functools.partial(jax.jit, static_argnames="num_episodes")
     def match(key, base, seat_loras, num_episodes: int):
@@ -81,23 +96,27 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
         obs, state = jax.vmap(env.reset)(jax.vmap(lambda i: jax.random.fold_in(k_reset, i))(jnp.arange(num_episodes)))
         a = env.num_agents
         zeros = jnp.zeros((num_episodes, a), bool)
+        width = obs.tokens.shape[-1] + m
+        caches0 = tuple(transcripts.init_rows(policy.cfg, num_episodes, width) if cached and kind not in SCRIPTED
+                        else None for kind in seat_kinds)
 
         def turn(carry, t):
-            obs, state, ret, seen = carry
+            obs, state, ret, seen, caches = carry
             k_turn = jax.random.fold_in(k_play, t)
-            rows = [seat_action(s, kind, jax.random.fold_in(k_turn, s), base, seat_loras[s], obs, state)
+            rows = [seat_action(s, kind, jax.random.fold_in(k_turn, s), base, seat_loras[s], obs, state, caches[s])
                     for s, kind in enumerate(seat_kinds)]
+            caches = tuple(r[2] for r in rows)
             tokens = jnp.stack([r[0] for r in rows], 1)  # [N, A, M]
             mask = jnp.stack([r[1] for r in rows], 1)
             action = TextAction(jnp.where(mask, tokens, pad), mask.sum(-1).astype(jnp.int32))
             keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(k_turn, a), i))(jnp.arange(num_episodes))
             obs, state, reward, _, _, info = jax.vmap(env.step)(keys, state, action)
             seen = {k: seen[k] | jnp.broadcast_to(info.get(k, zeros), zeros.shape).astype(bool) for k in seen}
-            return (obs, state, ret + reward, seen), None
+            return (obs, state, ret + reward, seen, caches), None
 
         seen0 = {k: zeros for k in ("won", "draw", "illegal", "format_error")}
-        (obs, state, ret, seen), _ = jax.lax.scan(turn, (obs, state, jnp.zeros((num_episodes, a)), seen0),
-                                                  jnp.arange(num_turns))
+        (obs, state, ret, seen, _), _ = jax.lax.scan(
+            turn, (obs, state, jnp.zeros((num_episodes, a)), seen0, caches0), jnp.arange(num_turns))
         return state, Outcomes(ret, seen["won"], seen["draw"], seen["illegal"], seen["format_error"])
 
     return match
