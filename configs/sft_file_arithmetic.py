@@ -15,6 +15,11 @@ Step 2 (`:policy`, source="policy"): expert iteration (ReST / STaR). Each update
 answers `num_envs` fresh problems sampling at temperature 1; the right answers (return 1 >= min_return)
 are the SFT targets, the rest are dropped. It needs a model that is sometimes right (step 1's): a
 random model keeps nothing, and then no step is taken (`kept_fraction` stays 0).
+
+Measured (2 shared CPU cores, 256 greedy episodes each): step 1 reaches 74.2% right (~1.5 min);
+step 2 takes it to 82.4% (sampled answers: 43% -> 61% right over its 150 updates). At lr 1e-3 with
+32 problems an update, step 2 raised the sampled rate (35% -> 55%) but lowered the greedy one to 66%:
+the model narrows onto the problems it already gets right.
 """
 
 import os
@@ -38,8 +43,9 @@ def get_config(variant: str = ""):
     if variant == "policy":
         c.source = "policy"
         c.min_return = 1.0  # right answers only (a wrong one returns 0, an unreadable one -1)
-        c.total_episodes = 32 * 200
-        c.lr = 1e-3
+        c.num_envs = 64
+        c.total_episodes = 64 * 150
+        c.lr = 3e-4
         c.warmup_updates = 5
         c.run.out_dir = "runs/rft_arithmetic"
         return c

@@ -632,3 +632,40 @@ def test_eight_devices_match_one_on_the_policys_own_episodes():
     outs = _one_and_eight_devices_agree(lambda: _policy_config(min_return=-1.0),
                                         ("nll", "target_tokens", "kept_fraction", "episode_return"))
     assert np.all(outs[0][1]["kept_fraction"] == 1.0)
+
+
+@pytest.mark.parametrize("variant", ["", pytest.param(":policy", marks=pytest.mark.slow)])  # :policy ~60 s
+def test_file_and_policy_configs_resume_to_identical_results(tmp_path, variant):
+    """configs/sft_file_arithmetic.py[:policy] through the runner (tiny model): a run killed after two checkpoints
+    resumes to the uninterrupted run's weights and metrics, and exports its model."""
+    from jaxmarl_llm.train.cli import load_config_file
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def small(out):
+        c = load_config_file(os.path.join(root, "configs", "sft_file_arithmetic.py") + variant)
+        c.model.update(_config().model)
+        c.model.max_position_embeddings = 128
+        c.num_envs, c.total_episodes, c.eval_episodes = 4, 4 * 6, 0
+        if variant:
+            c.min_return = -1.0  # a random model: keep its (unreadable) answers so that every update steps
+        c.mesh.num_devices = 1
+        c.run.out_dir, c.run.updates_per_chunk, c.run.checkpoint_every = str(tmp_path / out), 2, 1
+        c.run.progress, c.run.tensorboard, c.run.plot = False, False, False
+        return c
+
+    full = entry.train_from_config(small("full"))
+    config = small("killed")
+    trainer, chunk_fn, steps, headline = entry.build(config)
+    assert headline == ("episode_return" if variant else "move_accuracy")
+    with pytest.raises(Killed):  # dies during the third chunk, after two checkpoints
+        run_training(config, trainer, dying_after(chunk_fn, 3), steps, headline)
+    config.resume = "True"
+    resumed = entry.train_from_config(config)
+    for a, b in zip(jax.tree.leaves(full["state"]), jax.tree.leaves(resumed["state"])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    rows_full = read_csv(os.path.join(full["out_dir"], "metrics.csv"))
+    rows_resumed = read_csv(os.path.join(config.run.out_dir, "metrics.csv"))
+    assert [r["update"] for r in rows_resumed] == [str(i) for i in range(1, 7)]
+    assert [r["nll"] for r in rows_full] == [r["nll"] for r in rows_resumed]
+    assert os.path.exists(os.path.join(resumed["model_dir"], "model.safetensors"))
