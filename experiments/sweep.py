@@ -19,7 +19,8 @@ from jaxmarl_llm.train.cli import check_overrides, main_guard, maybe_init_distri
 from jaxmarl_llm.train.sweep import format_table, make_grid, parse_values, run_sweep  # noqa: E402
 
 _SWEEPABLE = ("lr", "clip_eps", "ent_coef", "vf_coef", "gamma", "gae_lambda", "max_grad_norm", "kl_coef",
-              "weight_decay", "beta", "label_smoothing", "sft_coef")  # the last three: DPO
+              "weight_decay", "beta", "label_smoothing", "sft_coef",  # beta .. sft_coef: DPO
+              "min_return")  # SFT with source="policy"
 
 
 def _sweep_defaults() -> ml_collections.ConfigDict:

@@ -1,4 +1,5 @@
-"""SFT warm start: scripted transcripts, learning the format, export round trip, resume, held-out evaluation.
+"""SFT warm start: scripted transcripts, learning the format, export round trip, resume, held-out evaluation;
+the other sources: a JSONL file of transcripts, and the policy's own episodes filtered by return.
 
 Budgets are tiny (2-turn episodes, a 1-layer model) so the file runs in about a
 minute on 2 CPU cores; the full recipe (SFT then GRPO to >= 90% on held-out
@@ -308,14 +309,15 @@ def test_recipe_sft_tic_tac_toe_draws_minimax_and_beats_random(tmp_path):
     assert vs_minimax["overall"]["draw"] >= 0.8, vs_minimax
     assert vs_random["overall"]["illegal"] <= 0.02 and vs_minimax["overall"]["illegal"] <= 0.02
 
-def test_eight_devices_match_one():
+def _one_and_eight_devices_agree(make_config, names):
+    """Two updates of `make_config()` on 1 and on 8 forced host devices: same weights, same metrics `names`."""
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 forced host devices (conftest)")
     from jaxmarl_llm.train import mesh as mesh_lib
 
     outs = []
     for n in (1, 8):
-        config = _config()
+        config = make_config()
         config.mesh.num_devices = n
         trainer = sft.make_train(config)
         mesh = mesh_lib.make_mesh(n)
@@ -324,5 +326,346 @@ def test_eight_devices_match_one():
         outs.append((jax.device_get(state.trainable), jax.device_get(metrics)))
     for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
-    for name in ("nll", "move_accuracy", "teacher_success", "target_tokens"):
+    for name in names:
         np.testing.assert_allclose(outs[0][1][name], outs[1][1][name], rtol=1e-5)
+    return outs
+
+
+def test_eight_devices_match_one():
+    _one_and_eight_devices_agree(_config, ("nll", "move_accuracy", "teacher_success", "target_tokens"))
+
+
+# ---- source="file": a JSONL of transcripts -------------------------------------------------------------
+
+def _file_config(out_dir="runs/test_sft_file", **kw):
+    """The tiny model on text/arithmetic (1 operation on 1..9) with the shipped transcript file."""
+    from jaxmarl_llm.envs.text.datasets import DATA_DIR
+
+    kw = {"data_path": os.path.join(DATA_DIR, "arithmetic_sft.jsonl"), "max_length": 96, **kw}
+    c = _config(out_dir=out_dir, env_name="text/arithmetic", source="file", num_turns=1, **kw)
+    c.env_kwargs = {"num_ops": 1, "max_operand": 9, "capacity": 96, "max_action_tokens": 12}
+    c.model.max_position_embeddings = 128
+    return c
+
+
+def _write_lines(path, lines) -> str:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+def _decoded_targets(tok, data, row) -> str:
+    return "".join(tok.pieces[int(t)] for t, m in zip(data.targets[row], data.mask[row]) if m)
+
+
+def test_shipped_transcripts_are_the_generators_output_in_the_envs_prompt_format():
+    import importlib.util
+    import json
+
+    from jaxmarl_llm.envs.text.arithmetic import Arithmetic
+    from jaxmarl_llm.envs.text.datasets import DATA_DIR
+
+    spec = importlib.util.spec_from_file_location("build_sft", os.path.join(DATA_DIR, "build_arithmetic_sft.py"))
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    with open(os.path.join(DATA_DIR, "arithmetic_sft.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    assert rows == list(build.transcripts()) and len(rows) == 9 * 3 * 9
+    env = Arithmetic(num_ops=1, max_operand=9, capacity=96, max_action_tokens=12)
+    obs, _ = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 16))
+    prompts = {r["prompt"]: r["completion"] for r in rows}
+    for i in range(16):  # whatever the env asks is a line of the file, with the right answer
+        shown = env.tokenizer.decode(np.asarray(obs.tokens[i, 0, : obs.length[i, 0]]))
+        a, op, b = shown.split("Problem: ")[1].split(" = ")[0].split(" ")
+        assert prompts[shown] == f"Answer: {eval(f'{a}{op}{b}')}"  # noqa: S307  (digits and one operator)
+
+
+def test_file_rows_target_the_completions_and_an_eos(tmp_path):
+    from jaxmarl_llm.tokenizers import CharTokenizer
+
+    tok = CharTokenizer()
+    path = _write_lines(tmp_path / "t.jsonl", [
+        '{"prompt": "Q: 1+1?\\n", "completion": "Answer: 2"}',
+        "",  # blank lines are skipped
+        '{"turns": ["Guess a number.\\n", "Guess: 5", "\\nHigher.\\n", "Guess: 7"]}',
+        '{"turns": ["Hi.\\n", "Move: 1", "\\nOK.\\n"]}',
+    ])
+    data = sft.load_transcripts(path, tok, 48)
+    assert data.tokens.shape == data.targets.shape == data.mask.shape == (3, 48)
+    assert data.turn_mask.shape == (3, 2, 48) and (data.turn_mask.any(1) == data.mask).all()
+    # the input is the transcript as the env writes it (no eos inside); an eos ends a row that ends on a move
+    texts = [tok.decode(data.tokens[r]) for r in range(3)]
+    assert texts == ["Q: 1+1?\nAnswer: 2", "Guess a number.\nGuess: 5\nHigher.\nGuess: 7", "Hi.\nMove: 1\nOK.\n"]
+    assert [_decoded_targets(tok, data, r) for r in range(3)] == [
+        "Answer: 2<eos>", "Guess: 5<eos>Guess: 7<eos>", "Move: 1<eos>"]
+    # the eos target of a move that the env answers sits on the reply's first token (the input stays "\n")
+    end = int(np.flatnonzero(data.turn_mask[1, 0])[-1])
+    assert tok.pieces[int(data.tokens[1, end])] == "\n" and int(data.targets[1, end]) == tok.eos_id
+    assert data.turn_mask[1, 1].sum() == len("Guess: 7") + 1 and not data.turn_mask[0, 1].any()
+    # nothing of the prompt or the replies is a target, and outside the rows only padding
+    assert int(data.mask[0, : len("Q: 1+1?\n")].sum()) == 0 and (data.tokens[0, 19:] == tok.pad_id).all()
+    # the shipped file: every row's targets are its completion and an eos
+    from jaxmarl_llm.envs.text.datasets import DATA_DIR
+    import json
+
+    shipped = os.path.join(DATA_DIR, "arithmetic_sft.jsonl")
+    data = sft.load_transcripts(shipped, tok, 96)
+    with open(shipped, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    assert data.tokens.shape == (len(rows), 96)
+    for r, row in enumerate(rows):
+        assert _decoded_targets(tok, data, r) == row["completion"] + "<eos>"
+        start = int(np.argmax(data.mask[r]))
+        assert tok.decode(data.tokens[r, :start]) == row["prompt"]
+
+
+@pytest.mark.parametrize(
+    "lines,max_length,match",
+    [(['{"prompt": "a", "completion": "b"}', '{"prompt": "a", "completion": "b"'], 32, r"t\.jsonl:2: not valid JSON"),
+     (['{"prompt": "a"}'], 32, r"t\.jsonl:1: key 'completion' is missing"),
+     (['{"prompt": "a", "completion": 3}'], 32, r"t\.jsonl:1: key 'completion' is int"),
+     (['["a", "b"]'], 32, r"t\.jsonl:1: expected a JSON object"),
+     (['{"prompt": "", "completion": "b"}'], 32, r"t\.jsonl:1: empty prompt"),
+     (['{"turns": ["a"]}'], 32, r"t\.jsonl:1: 'turns' must be a list of at least two strings"),
+     (['{"turns": ["a", "b", "", "c"]}'], 32, r"t\.jsonl:1: an empty context entry"),
+     (['{"prompt": "a", "completion": "b"}', '{"prompt": "abcdef", "completion": "ghij"}'], 8,
+      r"t\.jsonl:2: the row needs 11 tokens .* config\.max_length is 8; raise config\.max_length to at least that"),
+     ([], 32, r"t\.jsonl has no transcripts")],
+)
+def test_bad_transcript_files_name_the_file_and_line(tmp_path, lines, max_length, match):
+    from jaxmarl_llm.tokenizers import CharTokenizer
+
+    with pytest.raises(ConfigError, match=match):
+        sft.load_transcripts(_write_lines(tmp_path / "t.jsonl", lines), CharTokenizer(), max_length)
+    with pytest.raises(ConfigError, match=r"config\.data_path: .*nope\.jsonl does not exist"):
+        sft.load_transcripts(str(tmp_path / "nope.jsonl"), CharTokenizer(), max_length)
+
+
+def test_bad_transcript_files_reach_the_entry_point_as_config_errors(tmp_path):
+    config = _file_config(data_path=_write_lines(tmp_path / "t.jsonl", ['{"prompt": "a", "completion": "b"}',
+                                                                         '{"prompt": "a", "completion": "b" ,}']))
+    with pytest.raises(ConfigError, match=r"t\.jsonl:2"):
+        entry.build(config)
+    config = _file_config(max_length=0, data_path=_write_lines(tmp_path / "u.jsonl", ['{"prompt": "a", "completion": "'
+                                                                                        + "b" * 100 + '"}']))
+    with pytest.raises(ConfigError, match=r"u\.jsonl:1: .* the env's capacity \(config\.max_length=0\) is 96; raise "
+                                          r"config\.max_length"):
+        entry.build(config)
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [({"source": "bogus"}, "config.source"),
+     ({"source": "file", "data_path": ""}, "config.data_path"),
+     ({"source": "file", "data_path": "/no/such/file.jsonl"}, "config.data_path"),
+     ({"source": "file", "max_length": 1}, "config.max_length"),
+     ({"source": "policy", "min_return": float("nan")}, "config.min_return"),
+     ({"source": "teacher", "env_name": "text/debate"}, "config.env_name")],
+)
+def test_bad_sft_source_configs_name_the_key(kw, match):
+    config = _file_config() if kw.get("source") == "file" else _config()
+    for k, v in kw.items():
+        config[k] = v
+    with pytest.raises(ConfigError, match=match):
+        validate_sft(config)
+
+
+def test_a_teacher_is_needed_only_for_source_teacher():
+    config = _config(env_name="text/debate", source="policy")
+    config.env_kwargs = {}
+    validate_sft(config)  # debate has no scripted teacher; the policy plays it
+    validate_sft(_file_config())
+
+
+def test_sft_on_a_file_lowers_its_loss():
+    """A few updates on the shipped transcripts: the NLL of the completions falls, rows come from the file."""
+    trainer = sft.make_train(_file_config(total_episodes=16 * 25))
+    assert trainer.num_rows == 243
+    _, metrics = _run(trainer, 25)
+    nll = np.asarray(metrics["nll"])
+    assert nll[-3:].mean() < 0.4 * nll[:3].mean(), nll
+    # "Answer: N" and an eos: 10 or 11 targets a row
+    assert np.all((metrics["target_tokens"] >= 10) & (metrics["target_tokens"] <= 11))
+
+
+
+# ---- source="policy": rejection-sampling fine-tuning on the model's own episodes -----------------------
+
+def _policy_config(**kw):
+    """The tiny model answering text/arithmetic's three simplest problems (1 + 1, 1 - 1, 1 * 1)."""
+    c = _config(env_name="text/arithmetic", num_turns=1, **{"source": "policy", **kw})
+    c.env_kwargs = {"num_ops": 1, "max_operand": 1, "capacity": 96, "max_action_tokens": 12}
+    c.model.max_position_embeddings = 128
+    return c
+
+
+def test_policy_moves_stop_before_the_eos_as_the_env_records_them():
+    """policy_script's action is what the env appends (the eos is not part of the move), so collect's move spans
+    and eos targets line up with the transcript."""
+    trainer = sft.make_train(_policy_config())
+    env, tok = trainer.env, trainer.tokenizer
+    params, _ = trainer.weights(trainer.init(jax.random.PRNGKey(0), trainer.hparams), trainer.base)
+    script = sft.policy_script(env, trainer.policy, params, None)
+
+    @jax.jit
+    def one_turn(key):
+        obs, state = jax.vmap(env.reset)(jax.random.split(key, 64))
+        keys = jax.random.split(jax.random.fold_in(key, 1), 64)
+        action, target, _ = jax.vmap(script.act)(keys, jax.vmap(script.init)(state), state)
+        raw = jax.vmap(lambda k, s: trainer.policy.sample(k, params, None, env.get_obs(s).tokens, env.get_obs(s).length))(
+            jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys), state)  # the actor's own draw (agent 0's key)
+        obs2 = jax.vmap(env.step)(keys, state, action)[0]
+        return action, target, raw, obs2.length - obs.length
+
+    action, target, raw, grown = jax.device_get(one_turn(jax.random.PRNGKey(3)))
+    ended = (raw.tokens == tok.eos_id) & raw.mask  # [64, 1, M]
+    assert ended.any(-1).sum() >= 3  # some samples stop on an eos, some run to max_action_tokens
+    np.testing.assert_array_equal(action.length, grown)  # the env appends exactly the move
+    np.testing.assert_array_equal(action.length, np.where(ended.any(-1), ended.argmax(-1), raw.mask.sum(-1)))
+    assert target.all() and not (action.tokens == tok.eos_id).any()
+
+
+@pytest.mark.parametrize("train_base", [True, False])
+def test_policy_rows_are_its_own_moves_and_a_min_return_nobody_reaches_changes_nothing(train_base):
+    """min_return=-1 keeps every episode (a random model's unreadable answers return -1): the loss is SFT on the
+    very moves the update played. min_return=2 (above any return) keeps none: no step at all, even with Adam's
+    moments already non-zero."""
+    from jaxmarl_llm.algos.sft import sft_loss
+
+    trainer = sft.make_train(_policy_config(train_base=train_base))
+    env, tok, hp = trainer.env, trainer.tokenizer, trainer.hparams
+    upd = jax.jit(lambda s, hp: trainer.update(s, hp, trainer.base))
+    s0 = trainer.init(jax.random.PRNGKey(0), hp)
+    s1, m1 = upd(s0, hp._replace(min_return=jnp.float32(-1.0)))
+    # the rows the update played: same data key, same weights, every move a target
+    params, trainable = trainer.weights(s0, trainer.base)
+    script = sft.policy_script(env, trainer.policy, params, trainable)
+    data = jax.jit(lambda k: sft.collect(k, env, script, 1, jnp.arange(16), tok.eos_id, all_moves=True))(
+        jax.random.split(s0.key)[1])
+    assert float(m1["kept_fraction"]) == 1.0 and bool((data.returns == -1).all())
+    assert float(m1["episode_return"]) == -1.0 and float(m1["success_rate"]) == 0.0
+    lora = None if trainable is None else trainable["lora"]
+    logits, _, _ = forward(params, data.tokens, trainer.policy.cfg, lora=lora, lora_scale=trainer.policy.lora.scale)
+    _, want = sft_loss(logits, data.targets, data.mask)
+    assert float(m1["nll"]) == pytest.approx(float(want["nll"]), rel=1e-5)
+    assert float(m1["target_tokens"]) == pytest.approx(float(data.mask.sum()) / 16)
+    for row in range(16):  # each row's targets: the sampled move, then one eos
+        targets = _decoded_targets(tok, data, row)
+        assert targets.endswith("<eos>") and targets.count("<eos>") == 1
+    moved = lambda a, b: any(not np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))  # noqa: E731
+    assert moved(s0.trainable, s1.trainable)
+    none = hp._replace(min_return=jnp.float32(2.0))
+    for before in (s0, s1):  # fresh, and after a real step (Adam moments non-zero)
+        after, m = upd(before, none)
+        assert float(m["kept_fraction"]) == 0.0 and float(m["target_tokens"]) == 0.0
+        assert not moved((before.trainable, before.opt_state), (after.trainable, after.opt_state))
+        assert int(after.update_step) == int(before.update_step) + 1 and moved(before.key, after.key)
+
+
+def test_kept_episodes_weigh_exactly_as_an_sft_batch_of_only_them():
+    """keep_episodes: the token-mean loss (and its gradient) over a batch with dropped rows is the loss of the
+    kept rows alone. Rows with mixed returns from the noisy teacher (its random moves return 0, right ones 1)."""
+    from jaxmarl_llm.algos.sft import select_transcripts, sft_loss
+
+    trainer = sft.make_train(_policy_config())
+    env, tok = trainer.env, trainer.tokenizer
+    from jaxmarl_llm.train.scripted import make_script
+
+    script = make_script("text/arithmetic", env, noise=0.5)
+    data = jax.jit(lambda k: sft.collect(k, env, script, 1, jnp.arange(16), tok.eos_id, all_moves=True))(
+        jax.random.PRNGKey(0))
+    keep = np.asarray(select_transcripts(data.returns, threshold=1.0))
+    assert 3 <= keep.sum() <= 13  # mixed
+    params = trainer.weights(trainer.init(jax.random.PRNGKey(0), trainer.hparams), trainer.base)[0]
+
+    def loss(p, d):
+        logits, _, _ = forward(p, d.tokens, trainer.policy.cfg)
+        return sft_loss(logits, d.targets, d.mask)[0]
+
+    kept = sft.keep_episodes(data, jnp.asarray(keep))
+    only = jax.tree.map(lambda x: x[np.flatnonzero(keep)], data)
+    (l1, g1), (l2, g2) = jax.value_and_grad(loss)(params, kept), jax.value_and_grad(loss)(params, only)
+    assert float(l1) == pytest.approx(float(l2), rel=1e-6)
+    for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g2)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
+    assert not bool(kept.turn_mask[~keep].any())
+
+
+def test_rejection_sampling_learns_the_format_a_brief_warm_start_left_unsure(tmp_path):
+    """30 SFT updates on a 3-line file leave a model whose samples (temperature 1) are mostly unreadable. Then
+    20 source="policy" updates keeping the readable answers (min_return=0: right or wrong, not -1) make most
+    samples readable; 10 of the same updates keeping every episode (min_return=-1) make them worse."""
+    import json
+
+    from jaxmarl_llm.envs.text import arithmetic
+
+    lines = [json.dumps({"prompt": f"{arithmetic.PROMPT}1{op}1{arithmetic.OUTRO}", "completion": f"Answer: {v}"})
+             for op, v in ((" + ", 2), (" - ", 0), (" * ", 1))]
+    warm = _policy_config(source="file", data_path=_write_lines(tmp_path / "three.jsonl", lines), max_length=96,
+                          total_episodes=16 * 30)
+    s_warm, _ = _run(sft.make_train(warm), 30)
+    trainer = sft.make_train(_policy_config(total_episodes=16 * 20, lr=3e-3, warmup_updates=1, anneal_lr=False))
+    start = trainer.init(jax.random.PRNGKey(1), trainer.hparams).replace(trainable=s_warm.trainable)
+    chunk = jax.jit(lambda s, hp: jax.lax.scan(lambda r, _: trainer.update(r, hp, trainer.base), s, None, length=10))
+
+    def readable(m):  # returns are -1 (unreadable), 0 (wrong) or 1 (right): P(readable) = 1 - success + mean return
+        return 1.0 - np.asarray(m["success_rate"]) + np.asarray(m["episode_return"])
+
+    hp_kept = trainer.hparams._replace(min_return=jnp.float32(0.0))
+    state, first = chunk(start, hp_kept)
+    _, second = chunk(state, hp_kept)
+    kept = jax.tree.map(lambda a, b: np.concatenate([a, b]), first, second)
+    _, every = chunk(start, trainer.hparams._replace(min_return=jnp.float32(-1.0)))
+    r_kept, r_every = readable(kept), readable(every)
+    print("readable, min_return=0:", r_kept.round(2), "\nreadable, min_return=-1:", r_every.round(2))
+    np.testing.assert_allclose(np.asarray(kept["kept_fraction"]), r_kept, atol=1e-6)
+    assert r_kept[:3].mean() < 0.4 and r_every[:3].mean() < 0.4
+    assert r_kept[-3:].mean() > 0.6, r_kept
+    assert r_every[-3:].mean() < r_kept[-3:].mean() - 0.4, r_every
+
+
+def test_eight_devices_match_one_on_a_file():
+    _one_and_eight_devices_agree(_file_config, ("nll", "accuracy", "move_accuracy", "target_tokens"))
+
+
+def test_eight_devices_match_one_on_the_policys_own_episodes():
+    """Every sampled episode is kept (min_return=-1: a random model's answers return -1), so the step is not empty."""
+    outs = _one_and_eight_devices_agree(lambda: _policy_config(min_return=-1.0),
+                                        ("nll", "target_tokens", "kept_fraction", "episode_return"))
+    assert np.all(outs[0][1]["kept_fraction"] == 1.0)
+
+
+@pytest.mark.parametrize("variant", ["", pytest.param(":policy", marks=pytest.mark.slow)])  # :policy ~60 s
+def test_file_and_policy_configs_resume_to_identical_results(tmp_path, variant):
+    """configs/sft_file_arithmetic.py[:policy] through the runner (tiny model): a run killed after two checkpoints
+    resumes to the uninterrupted run's weights and metrics, and exports its model."""
+    from jaxmarl_llm.train.cli import load_config_file
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def small(out):
+        c = load_config_file(os.path.join(root, "configs", "sft_file_arithmetic.py") + variant)
+        c.model.update(_config().model)
+        c.model.max_position_embeddings = 128
+        c.num_envs, c.total_episodes, c.eval_episodes = 4, 4 * 6, 0
+        if variant:
+            c.min_return = -1.0  # a random model: keep its (unreadable) answers so that every update steps
+        c.mesh.num_devices = 1
+        c.run.out_dir, c.run.updates_per_chunk, c.run.checkpoint_every = str(tmp_path / out), 2, 1
+        c.run.progress, c.run.tensorboard, c.run.plot = False, False, False
+        return c
+
+    full = entry.train_from_config(small("full"))
+    config = small("killed")
+    trainer, chunk_fn, steps, headline = entry.build(config)
+    assert headline == ("episode_return" if variant else "move_accuracy")
+    with pytest.raises(Killed):  # dies during the third chunk, after two checkpoints
+        run_training(config, trainer, dying_after(chunk_fn, 3), steps, headline)
+    config.resume = "True"
+    resumed = entry.train_from_config(config)
+    for a, b in zip(jax.tree.leaves(full["state"]), jax.tree.leaves(resumed["state"])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    rows_full = read_csv(os.path.join(full["out_dir"], "metrics.csv"))
+    rows_resumed = read_csv(os.path.join(config.run.out_dir, "metrics.csv"))
+    assert [r["update"] for r in rows_resumed] == [str(i) for i in range(1, 7)]
+    assert [r["nll"] for r in rows_full] == [r["nll"] for r in rows_resumed]
+    assert os.path.exists(os.path.join(resumed["model_dir"], "model.safetensors"))

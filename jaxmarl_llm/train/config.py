@@ -8,6 +8,7 @@ says what to do, so a typo on the command line costs seconds, not a run.
 from __future__ import annotations
 
 import inspect
+import math
 
 import jax
 import ml_collections
@@ -228,7 +229,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
 
 
 def sft_defaults() -> ml_collections.ConfigDict:
-    """SFT on scripted-teacher transcripts (train/sft.py): model, tokenizer and run groups as in lm_rl."""
+    """SFT (train/sft.py) on a scripted teacher's, a file's or the policy's own transcripts; groups as in lm_rl."""
     import copy
 
     rl = lm_rl_defaults()
@@ -239,12 +240,19 @@ def sft_defaults() -> ml_collections.ConfigDict:
     c.tokenizer = "char"
     c.model = copy.deepcopy(rl.model)
     c.lora = copy.deepcopy(rl.lora)
-    c.sampling = copy.deepcopy(rl.sampling)  # only used by evaluation (which forces temperature 0)
+    c.sampling = copy.deepcopy(rl.sampling)  # source="policy" samples with it; evaluation forces temperature 0
     c.train_base = True  # every base weight (from scratch); False: LoRA adapters only, merged on export
+    # where each update's rows come from: "teacher" = the scripted teacher plays env_name (train/scripted.py);
+    # "file" = rows drawn from data_path; "policy" = the current model plays env_name and its (episode, seat)
+    # transcripts with return >= min_return are the targets (rejection-sampling fine-tuning / expert iteration)
+    c.source = "teacher"
+    c.data_path = ""  # source="file": JSONL, one {"prompt", "completion"} (or {"turns": [...]}) object per line
+    c.max_length = 0  # source="file": tokens per row (with the eos after each move); 0 = the env's capacity
+    c.min_return = 1.0  # source="policy": the episode return a transcript needs to be kept (1 = solved in most games)
     c.script_noise = 0.0  # chance per turn the teacher plays a random move (not a target) to show recovery
     c.script_kwargs = ml_collections.ConfigDict({})  # the teacher's own options (train/scripted.py)
     c.seed = 0
-    c.num_envs = 32  # teacher episodes per update (fresh each update)
+    c.num_envs = 32  # episodes (or file rows) per update (fresh each update)
     c.num_turns = 10  # turns per episode (>= the game's turn limit)
     c.total_episodes = 32 * 300
     c.lr = 3e-3
@@ -265,16 +273,33 @@ def validate_sft(config: ml_collections.ConfigDict) -> None:
 
     check_keys(config, sft_defaults())
     _require(config.env_name in registry.registered(), "env_name", f"unknown env; choose one of {registry.registered()}")
-    _require(config.env_name in SCRIPTS, "env_name",
-             f"no scripted teacher for {config.env_name!r}; SFT can use {sorted(SCRIPTS)}")
+    _require(config.source in ("teacher", "file", "policy"), "source",
+             f"must be 'teacher', 'file' or 'policy', got {config.source!r}")
+    if config.source == "teacher":
+        _require(config.env_name in SCRIPTS, "env_name",
+                 f"no scripted teacher for {config.env_name!r}; SFT can use {sorted(SCRIPTS)}, or set "
+                 "source='file' (a JSONL of transcripts) or source='policy' (the model's own best episodes)")
     for key in ("num_envs", "num_turns", "total_episodes"):
         _require(isinstance(config[key], int) and config[key] > 0, key, f"must be a positive integer, got {config[key]!r}")
     _require(config.total_episodes >= config.num_envs, "total_episodes", "is less than one update (num_envs episodes)")
     _require(0.0 <= float(config.script_noise) <= 1.0, "script_noise", f"must be in [0, 1], got {config.script_noise}")
-    try:
-        inspect.signature(SCRIPTS[config.env_name]).bind(None, **config.script_kwargs)
-    except TypeError as err:
-        raise ConfigError(f"config.script_kwargs: {err} (the teacher is scripted.{SCRIPTS[config.env_name].__name__})") from None
+    if config.source == "teacher":
+        try:
+            inspect.signature(SCRIPTS[config.env_name]).bind(None, **config.script_kwargs)
+        except TypeError as err:
+            raise ConfigError(f"config.script_kwargs: {err} (the teacher is scripted.{SCRIPTS[config.env_name].__name__})") from None
+    if config.source == "file":  # the file itself is checked line by line when it is loaded (train/sft.py)
+        import os
+
+        _require(bool(config.data_path), "data_path",
+                 "source='file' needs a JSONL file of {\"prompt\", \"completion\"} lines")
+        _require(os.path.isfile(config.data_path), "data_path",
+                 f"{config.data_path!r} is not a file; pass the path of a JSONL transcript file")
+        _require(isinstance(config.max_length, int) and (config.max_length == 0 or config.max_length > 1), "max_length",
+                 f"must be 0 (the env's capacity) or an integer > 1, got {config.max_length!r}")
+    if config.source == "policy":
+        _require(isinstance(config.min_return, (int, float)) and not math.isnan(config.min_return), "min_return",
+                 f"must be a number, got {config.min_return!r}")
     for key in ("lr", "max_grad_norm"):
         _require(float(config[key]) > 0, key, f"must be > 0, got {config[key]}")
     _require(float(config.weight_decay) >= 0, "weight_decay", f"must be >= 0, got {config.weight_decay}")

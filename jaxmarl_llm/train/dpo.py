@@ -56,8 +56,8 @@ from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.config import ConfigError, parse_players
 from jaxmarl_llm.train.lm_rl import build_model, build_tokenizer
 from jaxmarl_llm.train.mesh import global_index
-from jaxmarl_llm.train.scripted import Script, make_script
-from jaxmarl_llm.train.sft import collect, optimizer
+from jaxmarl_llm.train.scripted import make_script
+from jaxmarl_llm.train.sft import collect, optimizer, policy_script
 
 KEYS = ("prompt", "chosen", "rejected")
 
@@ -165,21 +165,6 @@ def epoch_indices(key: jax.Array, step: jax.Array, batch: int, n: int) -> jax.Ar
     first = jax.random.permutation(jax.random.fold_in(key, e0), n)
     second = jax.random.permutation(jax.random.fold_in(key, e0 + 1), n)
     return jnp.where(g // n == e0, first[g % n], second[g % n])
-
-
-def policy_script(env, policy: LMPolicy, params, trainable) -> Script:
-    """The policy as a `Script` (every move a target): it samples from each agent's own transcript."""
-    from jaxmarl_llm.train.evaluate import lm_actor
-
-    a = env.num_agents
-    stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)
-    act = lm_actor(policy, params, stacked)
-
-    def step(key, memory, state):
-        obs = env.get_obs(state)
-        return act(key, obs.tokens, obs.length), jnp.ones((a,), bool), memory
-
-    return Script(lambda state: jnp.zeros((), jnp.int32), step)
 
 
 def pair_episodes(returns: jax.Array, tokens: jax.Array, targets: jax.Array, mask: jax.Array) -> Pairs:

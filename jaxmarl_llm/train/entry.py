@@ -26,7 +26,8 @@ def build(config):
     if kind == "sft":
         validate_sft(config)
         trainer = sft.make_train(config)
-        return trainer, lm_rl.sharded_chunk, config.num_envs, "move_accuracy"
+        headline = "episode_return" if config.get("source", "teacher") == "policy" else "move_accuracy"
+        return trainer, lm_rl.sharded_chunk, config.num_envs, headline
     if kind == "dpo":
         validate_dpo(config)
         trainer = dpo.make_train(config)

@@ -1,11 +1,24 @@
-"""SFT warm start: next-token loss on transcripts a scripted teacher plays in the real env, inside jit.
+"""SFT: next-token loss on transcripts a scripted teacher plays, on a JSONL file, or on the policy's own best episodes.
 
     trainer = make_train(config)                 # same interface as lm_rl / mlp_ppo
     state = trainer.init(key, trainer.hparams)
     state, metrics = trainer.update(state, trainer.hparams, trainer.base)
     trainer.export(state, "<out_dir>/model")     # HF folder; RL starts from it via model.checkpoint
 
-One update:
+`config.source` says where each update's `num_envs` rows come from:
+
+  "teacher"  (default) the scripted teacher plays the real env inside the compiled update (below).
+  "file"     a local JSONL of transcripts (`load_transcripts`): {"prompt", "completion"} per line, or
+             {"turns": [context, move, context, move, ...]} for a multi-turn game. Tokenized once at
+             start-up into [rows, max_length] buffers; each update draws `num_envs` rows (with
+             replacement) from the key in the runner state, so resume stays exact.
+  "policy"   rejection-sampling fine-tuning / expert iteration (ReST, STaR): the current model plays
+             `num_envs` episodes at `sampling.temperature`, and each (episode, seat) whose return is at
+             least `min_return` becomes a row; the rest get zero weight. When no row is kept anywhere the
+             update leaves the weights and the optimizer state alone (Adam's moments would otherwise
+             still move the weights on a zero gradient).
+
+One teacher update:
   1. `num_envs` fresh episodes of the teacher (`train/scripted.py`) on the real env,
      `lax.scan` over `num_turns` turns. Data is generated per update inside the
      compiled step, not once at start: it costs a few env steps (no model), every
@@ -25,17 +38,20 @@ over a frozen base (usually a checkpoint), merged into the base on export.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 from jax.sharding import PartitionSpec as P
 
-from jaxmarl_llm.algos.sft import sft_loss
+from jaxmarl_llm.algos.sft import select_transcripts, sft_loss
 from jaxmarl_llm.envs import registry
+from jaxmarl_llm.envs.text.buffers import TextAction, clean_action
 from jaxmarl_llm.models import lora as lora_lib
 from jaxmarl_llm.models.lora import LoraConfig
 from jaxmarl_llm.models.sampling import SamplingConfig
@@ -51,6 +67,7 @@ class SFTHParams(NamedTuple):
     lr: jax.Array
     max_grad_norm: jax.Array
     weight_decay: jax.Array
+    min_return: jax.Array  # source="policy": a transcript is kept when its return >= this (sweepable)
 
     @classmethod
     def from_config(cls, config) -> "SFTHParams":
@@ -66,22 +83,24 @@ class SFTState:
 
 
 class Transcripts(NamedTuple):
-    """Teacher episodes as training rows (one per env and agent), [B, L]."""
+    """Training rows, [B, L]: one per env and agent of played episodes, or one per line of a file."""
 
     tokens: jax.Array  # [B, L] int32 model input: the final transcript
     targets: jax.Array  # [B, L] int32 tokens, with eos after each target move
     mask: jax.Array  # [B, L] bool: positions whose target counts
-    turn_mask: jax.Array  # [B, T, L] bool: the same, split by turn (for per-move accuracy)
-    solved: jax.Array  # [B] float: the episode's return was positive (teacher quality)
-    returns: jax.Array  # [B] float: the agent's episode return
+    turn_mask: jax.Array  # [B, T, L] bool: the same, split by turn / move (for per-move accuracy)
+    solved: jax.Array  # [B] float: the episode's return was positive (0 for file rows)
+    returns: jax.Array  # [B] float: the agent's episode return (0 for file rows)
 
 
 class SFTTrainer(NamedTuple):
     env: Any
     config: Any
     hparams: SFTHParams
-    policy: LMPolicy  # cfg, LoRA shape and sampling (for evaluation)
-    base: Any  # frozen base params, or {} when the base itself is trained (it lives in the state)
+    policy: LMPolicy  # cfg, LoRA shape and sampling (source="policy" and evaluation)
+    # {"model": frozen base params, or {} when the base itself is trained (it lives in the state),
+    #  "rows": the file's Transcripts (source="file") or None}: replicated arguments of the compiled chunk
+    base: Any
     init: Any
     update: Any  # update(state, hp, base, axis_name=None)
     state_specs: Any
@@ -89,6 +108,112 @@ class SFTTrainer(NamedTuple):
     tokenizer: Any
     weights: Any  # weights(state, base) -> (base params, trainable or None): what acting needs
     export: Any  # export(state, path) -> path: an HF folder with adapters merged
+    num_rows: int  # rows in the file (0 unless source="file")
+
+
+FILE_KEYS = ("prompt", "completion")
+
+
+def _file_row(item, where: str) -> list[tuple[str, bool]]:
+    """One JSONL object -> [(text, is_move)]: context and moves in transcript order; ConfigError on bad shape."""
+    if not isinstance(item, dict):
+        raise ConfigError(f'{where}: expected a JSON object {{"prompt": ..., "completion": ...}} or {{"turns": [...]}}')
+    if "turns" in item:
+        turns = item["turns"]
+        if not (isinstance(turns, list) and len(turns) >= 2 and all(isinstance(t, str) for t in turns)):
+            raise ConfigError(f"{where}: 'turns' must be a list of at least two strings (context, move, context, "
+                              "move, ...: even entries are the prompt and the env's replies, odd ones the targets)")
+        if any(not t for t in turns[::2]):
+            raise ConfigError(f"{where}: an empty context entry in 'turns'; the prompt and every reply after a "
+                              "move need text (the move's eos target sits on the reply's first token)")
+        pieces = [(t, i % 2 == 1) for i, t in enumerate(turns)]
+    else:
+        for key in FILE_KEYS:
+            if not isinstance(item.get(key), str):
+                got = "is missing" if key not in item else f"is {type(item[key]).__name__}, not a string"
+                raise ConfigError(f"{where}: key {key!r} {got}; every line needs string "
+                                  f'{" and ".join(FILE_KEYS)} (or a "turns" list)')
+        pieces = [(item["prompt"], False), (item["completion"], True)]
+    if not pieces[0][0]:
+        raise ConfigError(f"{where}: empty prompt; a target is predicted from the tokens before it")
+    return pieces
+
+
+def load_transcripts(path: str, tokenizer, max_length: int, what: str = "config.max_length") -> Transcripts:
+    """Tokenize a JSONL transcript file into [N, max_length] rows (numpy); ConfigError names file:line.
+
+    Each string is encoded on its own (as the env builds transcripts from pre-encoded pieces). Moves
+    and an eos after each are targets; the input is the transcript as the env writes it, which has
+    no eos, so the eos target sits where the next context starts (at the end, an eos is appended).
+    """
+    where = f"config.data_path: {path}"
+    if not os.path.isfile(path):
+        raise ConfigError(f"{where} does not exist; pass a JSONL file with one "
+                          '{"prompt": ..., "completion": ...} object per line')
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"{where}:{lineno}: not valid JSON ({err.msg}); write one JSON object per line") from None
+            tokens, spans = [], []
+            for text, move in _file_row(item, f"{where}:{lineno}"):
+                ids = list(tokenizer.encode(text))
+                if move:
+                    spans.append((len(tokens), len(tokens) + len(ids)))
+                tokens += ids
+            if spans[-1][1] == len(tokens):  # the last piece is a move: its eos ends the row
+                tokens.append(tokenizer.eos_id)
+            if len(tokens) > max_length:
+                raise ConfigError(f"{where}:{lineno}: the row needs {len(tokens)} tokens (the eos after each move "
+                                  f"included) but {what} is {max_length}; raise config.max_length to at least "
+                                  "that or shorten the line")
+            rows.append((tokens, spans))
+    if not rows:
+        raise ConfigError(f"{where} has no transcripts; write one JSON object per line")
+    n, t = len(rows), max(len(spans) for _, spans in rows)
+    tokens = np.full((n, max_length), tokenizer.pad_id, np.int32)
+    turn_mask = np.zeros((n, t, max_length), bool)
+    for i, (seq, spans) in enumerate(rows):
+        tokens[i, : len(seq)] = seq
+        for j, (s, e) in enumerate(spans):
+            turn_mask[i, j, s: e + 1] = True
+    targets = tokens.copy()
+    ends = [(i, e) for i, (_, spans) in enumerate(rows) for _, e in spans]
+    targets[tuple(np.asarray(ends).T)] = tokenizer.eos_id
+    zeros = np.zeros((n,), np.float32)
+    return Transcripts(tokens=tokens, targets=targets, mask=turn_mask.any(1), turn_mask=turn_mask,
+                       solved=zeros, returns=zeros)
+
+
+def policy_script(env, policy: LMPolicy, params, trainable) -> Script:
+    """The policy as a `Script` (every move a target): each agent samples from its own transcript.
+
+    trainable: one adapter tree without an agent axis, or None (the bare model). The action stops
+    before its first eos, as the env records it, so `collect`'s move spans and eos targets line up
+    with the transcript (the eos itself is the target after the move).
+    """
+    from jaxmarl_llm.train.evaluate import lm_actor
+
+    a = env.num_agents
+    stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)
+    act = lm_actor(policy, params, stacked)
+    pad, eos = policy.sampling.pad_id, env.codec.eos_id
+
+    def step(key, memory, state):
+        obs = env.get_obs(state)
+        action = act(key, obs.tokens, obs.length)
+        return TextAction(*clean_action(action.tokens, action.length, pad, eos)), jnp.ones((a,), bool), memory
+
+    return Script(lambda state: jnp.zeros((), jnp.int32), step)
+
+
+def keep_episodes(data: Transcripts, keep: jax.Array) -> Transcripts:
+    """Rows with keep [B] False lose every target (zero weight in the loss); shapes stay static."""
+    return data._replace(mask=data.mask & keep[:, None], turn_mask=data.turn_mask & keep[:, None, None])
 
 
 def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Array, eos_id: int,
@@ -164,11 +289,21 @@ def make_train(config, env=None) -> SFTTrainer:
     tokenizer = build_tokenizer(config.tokenizer)
     if env is None:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
-    try:
-        script = make_script(config.env_name, env, noise=float(config.script_noise), **config.script_kwargs)
-    except ValueError as err:
-        raise ConfigError(f"config.script_kwargs: {err}") from None
+    source = str(config.source)
+    script, file_rows = None, None
+    if source == "teacher":
+        try:
+            script = make_script(config.env_name, env, noise=float(config.script_noise), **config.script_kwargs)
+        except ValueError as err:
+            raise ConfigError(f"config.script_kwargs: {err}") from None
     cfg, base_params = build_model(config.model, tokenizer, config.model.init_seed)
+    if source == "file":
+        length = int(config.max_length) or env.capacity
+        what = "config.max_length" if config.max_length else "the env's capacity (config.max_length=0)"
+        if length > cfg.max_position_embeddings:
+            raise ConfigError(f"config.max_length: {what} is {length}, more than the model's max_position_embeddings "
+                              f"({cfg.max_position_embeddings})")
+        file_rows = Transcripts(*(jnp.asarray(x) for x in load_transcripts(config.data_path, tokenizer, length, what)))
     lcfg = LoraConfig(rank=config.lora.rank, alpha=config.lora.alpha, targets=tuple(config.lora.targets))
     policy = LMPolicy(cfg, lcfg, SamplingConfig(
         max_new_tokens=env.max_action_tokens, temperature=config.sampling.temperature, top_k=config.sampling.top_k,
@@ -182,7 +317,7 @@ def make_train(config, env=None) -> SFTTrainer:
         """(base params, adapter trainable or None) that act and score."""
         if train_base:
             return state.trainable["params"], None
-        return base, {"lora": state.trainable["lora"]}
+        return base["model"], {"lora": state.trainable["lora"]}
 
     def init(key: jax.Array, hp: SFTHParams) -> SFTState:
         key, k_init = jax.random.split(key)
@@ -190,7 +325,7 @@ def make_train(config, env=None) -> SFTTrainer:
         return SFTState(trainable, make_tx(hp).init(trainable), key, jnp.zeros((), jnp.int32))
 
     def loss_fn(trainable, base, data: Transcripts, axis_name):
-        params = trainable["params"] if train_base else base
+        params = trainable["params"] if train_base else base["model"]
         lora = None if train_base else trainable["lora"]
         logits, _, _ = forward(params, data.tokens, cfg, lora=lora, lora_scale=lcfg.scale)  # [B, L, V]
         loss, metrics = sft_loss(logits, data.targets, data.mask, axis_name=axis_name)
@@ -204,19 +339,42 @@ def make_train(config, env=None) -> SFTTrainer:
         metrics = {**metrics, "move_accuracy": jnp.sum(move_ok & moves) / jnp.maximum(count, 1.0)}
         return loss, metrics
 
+    def batch(key: jax.Array, state: SFTState, hp: SFTHParams, base, n_local: int, axis_name):
+        """(Transcripts, sums): this shard's rows of one update (`n_local` envs or file rows) and the row sums
+        its metrics need."""
+        env_ids = global_index(n_local, axis_name)
+        if source == "file":
+            rows = base["rows"]
+            idx = jax.random.randint(key, (num_envs,), 0, rows.mask.shape[0])[env_ids]  # one draw, split by shard
+            return jax.tree.map(lambda x: x[idx], rows), {}
+        if source == "teacher":
+            data = collect(key, env, script, num_turns, env_ids, tokenizer.eos_id)
+            return data, {"teacher_success": data.solved.sum()}
+        params, trainable = weights(state, base)
+        played = collect(key, env, policy_script(env, policy, params, trainable), num_turns, env_ids,
+                         tokenizer.eos_id, all_moves=True)
+        keep = select_transcripts(played.returns, threshold=hp.min_return)  # [B] (env, seat) rows
+        sums = {"kept_fraction": keep.sum().astype(jnp.float32), "episode_return": played.returns.sum(),
+                "success_rate": played.solved.sum()}
+        return keep_episodes(played, keep), sums
+
     def update(state: SFTState, hp: SFTHParams, base, axis_name: str | None = None):
         key, k_data = jax.random.split(state.key)
         n_local = num_envs if axis_name is None else num_envs // jax.lax.psum(1, axis_name)
-        data = collect(k_data, env, script, num_turns, global_index(n_local, axis_name), tokenizer.eos_id)
+        data, sums = batch(k_data, state, hp, base, n_local, axis_name)
         grads, metrics = jax.grad(loss_fn, has_aux=True)(state.trainable, base, data, axis_name)
-        sums = {"solved": data.solved.sum(), "targets": data.mask.sum().astype(jnp.float32),
-                "rows": jnp.float32(data.solved.shape[0])}
+        sums = {**sums, "target_tokens": data.mask.sum().astype(jnp.float32), "rows": jnp.float32(data.mask.shape[0])}
         if axis_name is not None:
             grads, metrics, sums = jax.lax.psum((grads, metrics, sums), axis_name)
-        extra = {"teacher_success": sums["solved"] / sums["rows"], "target_tokens": sums["targets"] / sums["rows"]}
+        rows = sums.pop("rows")
+        extra = {name: v / rows for name, v in sums.items()}
         tx = make_tx(hp)
         updates, opt_state = tx.update(grads, state.opt_state, state.trainable)
         trainable = optax.apply_updates(state.trainable, updates)
+        if source == "policy":  # nothing kept anywhere: no step (Adam would still move on its old moments)
+            step = sums["kept_fraction"] > 0
+            trainable, opt_state = jax.tree.map(lambda new, old: jnp.where(step, new, old),
+                                                (trainable, opt_state), (state.trainable, state.opt_state))
         metrics = {**metrics, **extra, "lr": lr_at(hp, state.update_step.astype(jnp.float32))}
         return SFTState(trainable, opt_state, key, state.update_step + 1), metrics
 
@@ -224,16 +382,18 @@ def make_train(config, env=None) -> SFTTrainer:
         """Write the trained model (adapters merged) as an HF folder `lm_rl` loads via model.checkpoint."""
         from jaxmarl_llm.models.hf import save_pretrained
 
-        params, trainable = weights(jax.device_get(state), base_params)
+        params, trainable = weights(jax.device_get(state), {"model": base_params})
         if trainable is not None:
             params = lora_lib.merge(params, trainable["lora"], cfg, lcfg)
         save_pretrained(path, cfg, jax.device_get(params))
         return path
 
     state_specs = SFTState(trainable=P(), opt_state=P(), key=P(), update_step=P())
-    base_arg = {} if train_base else base_params  # a trained base lives in the state, not in the argument
+    # a trained base lives in the state, not in the argument
+    base_arg = {"model": {} if train_base else base_params, "rows": file_rows}
+    num_rows = 0 if file_rows is None else int(file_rows.mask.shape[0])
     return SFTTrainer(env, config, SFTHParams.from_config(config), policy, base_arg, init, update, state_specs,
-                      num_updates, tokenizer, weights, export)
+                      num_updates, tokenizer, weights, export, num_rows)
 
 
 def model_dir(out_dir: str) -> str:
