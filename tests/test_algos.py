@@ -1,5 +1,6 @@
 """GAE and the PPO loss against hand-computed values and a direct numpy implementation."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -99,3 +100,35 @@ def test_own_turn_gae_credits_others_moves_to_the_last_own_turn():
     end = jnp.array([False, False, False, True])
     np.testing.assert_allclose(np.asarray(own_turn_gae(r, v, every, 0.9, 0.8)[0]),
                                np.asarray(gae(r, v, nv, end, end, 0.9, 0.8)[0]), rtol=1e-6)
+
+
+def test_own_turn_token_gae_chains_the_seats_tokens():
+    """Token-level credit: the same game as above with 2-token turns (the second turn writes one token).
+
+    Tokens in order: t0a, t0b (turn 0), t2a (turn 2). The credited rewards (1+2 on turn 0, 3+4 on turn 2) sit on
+    each turn's last real token; the value of each token is the value of the context it was chosen in."""
+    from jaxmarl_llm.algos.gae import own_turn_gae
+    from jaxmarl_llm.algos.token_credit import credit_to_own_turns, own_turn_token_gae
+
+    r = jnp.array([1.0, 2.0, 3.0, 4.0])
+    acted = jnp.array([True, False, True, False])
+    np.testing.assert_allclose(np.asarray(credit_to_own_turns(r, acted)), [3.0, 0.0, 7.0, 0.0])
+    mask = jnp.array([[True, True], [False, False], [True, False], [False, False]])
+    v = jnp.array([[0.5, 0.1], [9.0, 9.0], [0.25, 9.0], [9.0, 9.0]])  # masked values are ignored
+    g, lam = 0.9, 0.8
+    adv, ret = own_turn_token_gae(r, v, mask, g, lam)
+    d_last = 7.0 - 0.25  # t2a: the seat's last token, no future
+    d_b = 3.0 + g * 0.25 - 0.1  # t0b: turn 0's reward, then the next token's value
+    d_a = 0.0 + g * 0.1 - 0.5  # t0a: no reward inside the turn
+    a_b = d_b + g * lam * d_last
+    a_a = d_a + g * lam * a_b
+    np.testing.assert_allclose(np.asarray(adv), [[a_a, a_b], [0, 0], [d_last, 0], [0, 0]], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(ret), np.where(mask, np.asarray(adv) + np.asarray(v), 0.0), rtol=1e-5)
+    # one token per turn: exactly the turn-level own-turn GAE
+    key = jax.random.PRNGKey(0)
+    rr, vv = jax.random.normal(key, (6, 5)), jax.random.normal(jax.random.fold_in(key, 1), (6, 5))
+    aa = jax.random.bernoulli(jax.random.fold_in(key, 2), 0.6, (6, 5))
+    ref = own_turn_gae(rr, vv, aa, g, lam)
+    got = own_turn_token_gae(rr, vv[..., None], aa[..., None], g, lam)
+    for x, y in zip(ref, got):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y[..., 0]), atol=1e-5)

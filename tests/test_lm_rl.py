@@ -76,6 +76,8 @@ def _config(algo: str, **kw):
     c = lm_rl_defaults()
     if algo == "mappo":  # PPO with the centralized critic
         algo, c.critic.kind = "ppo", "mappo"
+    if algo == "ppo_token":  # PPO with token-level credit and value clipping
+        algo, c.credit, c.clip_value = "ppo", "token", True
     c.algo = algo
     c.num_turns, c.num_envs, c.group_size = 1, 16, (1 if algo == "ppo" else 8)
     c.share_policy = False
@@ -111,7 +113,7 @@ def test_first_ratio_is_one_and_frozen_adapters_stay_zero():
     assert max(frozen_b) == 0.0 and max(learner_b) > 0.0
 
 
-@pytest.mark.parametrize("algo", ["grpo", "rloo", "ppo", "mappo"])
+@pytest.mark.parametrize("algo", ["grpo", "rloo", "ppo", "mappo", "ppo_token"])
 def test_each_agent_learns_its_own_character_class(algo):
     trainer = _make(_config(algo))
     _, metrics = _run(trainer, 40)
@@ -169,6 +171,10 @@ def test_bad_lm_configs_name_the_key():
     with pytest.raises(ConfigError, match="config.critic.kind"):
         c = _config("ppo")
         c.critic.kind = "central"
+        validate_lm_rl(c)
+    with pytest.raises(ConfigError, match="config.credit"):
+        c = _config("mappo")
+        c.credit = "token"  # the central critic values turns, not tokens
         validate_lm_rl(c)
 
 

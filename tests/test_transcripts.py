@@ -97,7 +97,8 @@ def test_score_transcripts_matches_per_turn_scoring():
         take = jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (m,)))
         np.testing.assert_allclose(np.asarray(lp[:, turn]), np.asarray(take(ref_lp, plen[:, turn])), atol=2e-5)
         np.testing.assert_allclose(np.asarray(ent[:, turn]), np.asarray(take(ref_ent, plen[:, turn])), atol=2e-5)
-        np.testing.assert_allclose(np.asarray(value[:, turn]), np.asarray(ref_v[jnp.arange(b), plen[:, turn]]), atol=2e-5)
+        # per-token values (token-level credit): the value head at each token's context, as policy.score gives
+        np.testing.assert_allclose(np.asarray(value[:, turn]), np.asarray(take(ref_v, plen[:, turn])), atol=2e-5)
 
 
 @pytest.mark.parametrize("name", GAMES)
@@ -160,13 +161,15 @@ def _trainer(env_name, incremental, **kw):
 
 
 @pytest.mark.parametrize("env_name,kw", [
-    ("text/guess_number", {"env_kwargs": {"capacity": 320, "max_action_tokens": 12}, "rollout.min_score_width": 192}),
+    ("text/guess_number", {"env_kwargs": {"capacity": 320, "max_action_tokens": 12}, "rollout.min_score_width": 192,
+                           "credit": "token", "clip_value": True}),
     ("text/cooperative_writing", {"env_kwargs": {"max_action_tokens": 8}, "num_turns": 5, "sampling.temperature": 1.0,
                                   "rollout.min_score_width": 1024, "critic.kind": "mappo"}),
 ])
 def test_incremental_rollout_and_update_equal_reference(env_name, kw):
-    """Same actions, log-probs and values turn by turn, and the same adapters after one PPO update (with the MAPPO
-    critic: its inputs read off the final transcripts equal those read turn by turn)."""
+    """Same actions, log-probs and values turn by turn, and the same adapters after one PPO update (guess_number:
+    token-level credit with value clipping; cooperative_writing: the MAPPO critic, whose inputs read off the final
+    transcripts equal those read turn by turn)."""
     out = {}
     for inc in (False, True):
         trainer = _trainer(env_name, inc, **kw)

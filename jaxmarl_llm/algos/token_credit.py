@@ -116,3 +116,43 @@ def token_ppo_loss(
         loss = loss + kl_coef * kl
         metrics = {**metrics, "kl_ref": kl}
     return loss, metrics
+
+
+def credit_to_own_turns(rewards: jax.Array, acted: jax.Array) -> jax.Array:
+    """rewards, acted [T, ...] -> [T, ...]: each own turn's reward plus those arriving before the agent's next turn.
+
+    A turn-based game seen as one agent's MDP: what happens while others move is the outcome of the agent's
+    last own turn (as in `gae.own_turn_gae`). Rewards before the agent's first turn credit nothing.
+    """
+    acted_f = acted.astype(rewards.dtype)
+
+    def backward(pending, x):
+        r, a = x
+        total = pending + r
+        return (1.0 - a) * total, a * total
+
+    _, credited = jax.lax.scan(backward, jnp.zeros_like(rewards[0]), (rewards, acted_f), reverse=True)
+    return credited
+
+
+def own_turn_token_gae(
+    rewards: jax.Array,  # [T, ...] reward after each turn (0 once the episode is over)
+    values: jax.Array,  # [T, ..., M] V of the state in which each generated token was chosen
+    mask: jax.Array,  # [T, ..., M] bool: the agent's real generated tokens (empty rows where it did not act)
+    gamma: float | jax.Array = 1.0,
+    lam: float | jax.Array = 1.0,
+) -> tuple[jax.Array, jax.Array]:
+    """Token-level GAE over an agent's own turns of one episode: (advantages, returns) [T, ..., M], 0 where masked.
+
+    Every generated token is a step; a turn's credited reward (`credit_to_own_turns`) sits on its last real
+    token; the tokens of the agent's successive turns chain into one sequence, and after its last token the
+    future is worth 0 (the rollout runs every episode to its end). gamma and lam apply per token. With one
+    token per turn this is `gae.own_turn_gae`.
+    """
+    m = mask.astype(bool)
+    credited = credit_to_own_turns(rewards, m.any(-1))
+    token_r = place_turn_reward(credited, m)  # [T, ..., M]
+    seq = lambda x: jnp.moveaxis(x, 0, -2).reshape(x.shape[1:-1] + (-1,))  # noqa: E731  [T, ..., M] -> [..., T*M]
+    adv, ret = token_gae(seq(token_r), seq(values), seq(m), None, gamma, lam)
+    back = lambda x: jnp.moveaxis(x.reshape(x.shape[:-1] + (m.shape[0], m.shape[-1])), -2, 0)  # noqa: E731
+    return back(adv), back(ret)

@@ -167,7 +167,9 @@ def needed_width(prompt_len: jax.Array, mask: jax.Array) -> jax.Array:
 
 def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Array, prompt_len: jax.Array,
                       action: jax.Array, mask: jax.Array, widths: tuple[int, ...], need: jax.Array | None = None):
-    """Log-probs, entropies [B, T, M] and values [B, T] of every turn's action from one forward per row.
+    """Log-probs, entropies and values [B, T, M] of every turn's action tokens from one forward per row.
+
+    values[b, t, j] is the value head on the context token j was chosen in ([..., 0]: the turn's value).
 
     seq [B, W] (episode_sequence), prompt_len [B, T], action / mask [B, T, M]. The forward runs at the
     narrowest width in `widths` that covers every scored position (a `lax.switch`, so compute follows
@@ -176,7 +178,6 @@ def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Ar
     """
     b, t, m = action.shape
     s = policy.sampling
-    acting = mask.any(-1)  # [B, T]
     need = needed_width(prompt_len, mask) if need is None else need
     branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
     lora = None if trainable is None else trainable.get("lora")
@@ -194,13 +195,12 @@ def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Ar
             lp = jnp.take_along_axis(lp_all, action.reshape(b, t * m, 1), axis=-1)[..., 0]
             p = jnp.exp(lp_all)
             ent = -jnp.sum(jnp.where(p > 0, p * lp_all, 0.0), axis=-1)
-            value = jnp.zeros((b, t), jnp.float32)
-            if trainable is not None and "value_head" in trainable:
-                vpos = jnp.clip(prompt_len - 1, 0, width - 1)
-                value = value_head_apply(trainable["value_head"], jnp.take_along_axis(hidden, vpos[..., None], axis=1))
-            return lp.reshape(b, t, m), ent.reshape(b, t, m), value
+            value = jnp.zeros((b, t * m), jnp.float32)
+            if trainable is not None and "value_head" in trainable:  # at each token's context: token 0's is the turn's
+                value = value_head_apply(trainable["value_head"], h)
+            return lp.reshape(b, t, m), ent.reshape(b, t, m), value.reshape(b, t, m)
         return fn
 
     lp, ent, value = jax.lax.switch(branch, [run(w) for w in widths], seq)
     fm = mask.astype(jnp.float32)
-    return lp * fm, ent * fm, value * acting
+    return lp * fm, ent * fm, value * fm

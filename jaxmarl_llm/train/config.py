@@ -148,6 +148,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # PPO's critic: "ippo" = a value head on each seat's own adapter trunk; "mappo" = one centralized critic,
     # an MLP (hidden units below) over every seat's transcript summary (policies/central_critic.py)
     c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256})
+    # PPO's credit: "turn" = GAE over the seat's turns, every token of a turn gets its turn's advantage;
+    # "token" = GAE over generated tokens (turn reward on the turn's last token, a value per token)
+    c.credit = "turn"
+    c.clip_value = False  # PPO value clipping (by clip_eps) around the values the advantages used
     c.share_policy = True  # one adapter for every learning agent, or one per agent
     c.frozen_agents = ()  # agent indices played by the bare base model and never trained
     # agent index -> the game's built-in player ("random" | "minimax"), e.g. "1:minimax"; never trained
@@ -199,6 +203,9 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(config.critic.kind in ("ippo", "mappo"), "critic.kind", f"must be 'ippo' or 'mappo', got {config.critic.kind!r}")
     _require(config.critic.kind == "ippo" or config.algo == "ppo", "critic.kind",
              f"a centralized critic is for algo='ppo' ({config.algo} has no critic)")
+    _require(config.credit in ("turn", "token"), "credit", f"must be 'turn' or 'token', got {config.credit!r}")
+    _require(config.credit == "turn" or (config.algo == "ppo" and config.critic.kind == "ippo"), "credit",
+             "token-level credit is PPO with per-seat value heads (algo='ppo', critic.kind='ippo')")
     _require(isinstance(config.critic.hidden, int) and config.critic.hidden > 0, "critic.hidden",
              f"must be a positive integer, got {config.critic.hidden!r}")
     n_dev = config.mesh.num_devices or len(jax.devices())

@@ -51,6 +51,7 @@ from flax import struct
 from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos import grpo, kl, rloo
+from jaxmarl_llm.algos import token_credit as token_credit_lib
 from jaxmarl_llm.algos.gae import own_turn_gae
 from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss, shard_mean
 from jaxmarl_llm.envs import registry
@@ -215,6 +216,8 @@ def make_train(config, env=None) -> LMTrainer:
     micro = int(config.num_microbatches)
     widths = transcripts.score_widths(env.capacity + m_tokens, config.rollout.min_score_width) if incremental else ()
     central = config.critic.kind == "mappo"  # one critic over every seat's transcript (else a value head per seat)
+    token_credit = algo == "ppo" and config.credit == "token"  # GAE over generated tokens (else over turns)
+    clip_value = bool(config.clip_value)
     from jaxmarl_llm.train.config import ConfigError
 
     if incremental and num_envs % mb:
@@ -281,7 +284,8 @@ def make_train(config, env=None) -> LMTrainer:
 
     # ---- scoring a batch of turns under the current (or reference) policy -------------------------
     def score(base, trainable, batch, reference: bool = False):
-        """batch fields [B, N, A_l, ...] (loss seats) -> logprob [B, N, A_l, M], entropy, value [B, N, A_l]."""
+        """batch fields [B, N, A_l, ...] (loss seats) -> logprob, entropy, value [B, N, A_l, M] (value: at each
+        token's context; [..., 0] is the turn's)."""
         agents_tr = per_agent(trainable, loss_agents)
 
         def one_agent(tr, prompt, plen, action, amask):
@@ -292,7 +296,7 @@ def make_train(config, env=None) -> LMTrainer:
             take = jax.vmap(lambda row, start: jax.lax.dynamic_slice(row, (start,), (action.shape[-1],)))
             out_lp = take(lp, flat(plen)).reshape(action.shape)
             out_ent = take(ent, flat(plen)).reshape(action.shape)
-            value = jnp.take_along_axis(values, flat(plen)[:, None], axis=1)[:, 0].reshape(lead)
+            value = take(values, flat(plen)).reshape(action.shape)
             return out_lp, out_ent, value
 
         # agent axis is -2 of prompt/action fields, -1 of plen: move it first for vmap
@@ -301,7 +305,7 @@ def make_train(config, env=None) -> LMTrainer:
             agents_tr, to_front(batch.prompt, -2), to_front(batch.prompt_len, -1),
             to_front(batch.action, -2), to_front(batch.action_mask, -2),
         )
-        return jnp.moveaxis(lp, 0, -2), jnp.moveaxis(ent, 0, -2), jnp.moveaxis(value, 0, -1)
+        return jnp.moveaxis(lp, 0, -2), jnp.moveaxis(ent, 0, -2), jnp.moveaxis(value, 0, -2)
 
     # ---- optimizer over the adapters and value head only --------------------------------------------
     def make_tx(hp: LMHParams):
@@ -483,7 +487,7 @@ def make_train(config, env=None) -> LMTrainer:
 
     def score_episodes(base, trainable, batch: Turns, seqs, reference: bool = False, width: int | None = None):
         """Incremental mode: one forward per (env, loss seat) over its episode (seqs [n, A_l, W]) scores every
-        turn; batch fields [T, n, A_l, ...] -> logprob, entropy [T, n, A_l, M], value [T, n, A_l]."""
+        turn; batch fields [T, n, A_l, ...] -> logprob, entropy, value [T, n, A_l, M]."""
         agents_tr = per_agent(trainable, loss_agents)
         mask = batch.action_mask & batch.acts[..., None]
         need = transcripts.needed_width(batch.prompt_len, mask)  # one width for all agents (an unbatched switch)
@@ -493,7 +497,7 @@ def make_train(config, env=None) -> LMTrainer:
             lp, ent, value = transcripts.score_transcripts(
                 policy, base, None if reference else tr, seq, plen.T, jnp.swapaxes(action, 0, 1),
                 jnp.swapaxes(amask, 0, 1), at, need)
-            return jnp.swapaxes(lp, 0, 1), jnp.swapaxes(ent, 0, 1), value.T
+            return jnp.swapaxes(lp, 0, 1), jnp.swapaxes(ent, 0, 1), jnp.swapaxes(value, 0, 1)
 
         lp, ent, value = jax.vmap(one_agent, in_axes=(0, 1, 2, 2, 2), out_axes=(2, 2, 2))(
             agents_tr, seqs, batch.prompt_len, batch.action, mask)
@@ -522,11 +526,13 @@ def make_train(config, env=None) -> LMTrainer:
     def loss_of_scores(scores, critic, ref_lp, mb_turns: Turns, adv, ret, hp: LMHParams, axis_name):
         """The loss as a function of the scored tokens (logprob, entropy, value) of the whole minibatch and the
         central critic's weights (MAPPO: the values come from it, not from the scores)."""
-        logprob, entropy, value = scores
+        logprob, entropy, value = scores  # value [B, N, A_l, M]
         if central:
             value = central_critic.critic_apply(critic, mb_turns.critic_obs)  # [B, N, A_l]
+        elif not token_credit:
+            value = value[..., 0]  # the turn's value: at its prompt's last token
         token_mask = mb_turns.action_mask & mb_turns.acts[..., None]  # [B, N, A_l, M]
-        token_adv = jnp.broadcast_to(adv[..., None], logprob.shape)
+        token_adv = adv if token_credit else jnp.broadcast_to(adv[..., None], logprob.shape)
         metrics = {}
         if algo == "ppo":
             # policy: token-level clipped surrogate with turn-level advantages; value: one per turn
@@ -534,8 +540,12 @@ def make_train(config, env=None) -> LMTrainer:
             pl, metrics = ppo_loss(logprob, mb_turns.logprob, token_adv, jnp.zeros_like(logprob),
                                    jnp.zeros_like(logprob), jnp.zeros_like(logprob), entropy, coefs,
                                    mask=token_mask, axis_name=axis_name)
-            value_mask = mb_turns.acts  # the turns where the seat chose (own-turn GAE)
-            vl = 0.5 * shard_mean(jnp.square(value - ret), value_mask, axis_name)
+            value_mask = token_mask if token_credit else mb_turns.acts  # where the seat chose (own-turn GAE)
+            err = jnp.square(value - ret)
+            if clip_value:  # PPO's value clipping around the values the advantages were computed with
+                old = mb_turns.value
+                err = jnp.maximum(err, jnp.square(old + jnp.clip(value - old, -hp.clip_eps, hp.clip_eps) - ret))
+            vl = 0.5 * shard_mean(err, value_mask, axis_name)
             loss = pl + hp.vf_coef * vl
             metrics = {**metrics, "value_loss": vl}
         elif algo == "grpo":
@@ -601,9 +611,20 @@ def make_train(config, env=None) -> LMTrainer:
         n_local = num_envs if axis_name is None else num_envs // jax.lax.psum(1, axis_name)
         env_ids = global_index(n_local, axis_name)
         turns, seats, final_tokens = rollout(k_roll, base, state.trainable, state.pool, env_ids)
-        adv, ret = advantages(turns, hp, axis_name)
-        adv, ret = loss_view(adv, seats.learns), loss_view(ret, seats.learns)
         train_turns = loss_seats(turns, seats.learns)
+        seqs = episode_seqs(final_tokens, train_turns, seats.learns) if incremental else None
+        if token_credit:
+            # every generated token is a step: its value (at the context it was chosen in) from one forward of
+            # the acting policy, no gradient; GAE then runs over each seat's tokens, turn after turn
+            score_all = score_episodes(base, state.trainable, train_turns, seqs) if incremental else score_turns(
+                base, state.trainable, train_turns)
+            tmask = train_turns.action_mask & train_turns.acts[..., None]  # [T, N, A_l, M]
+            old_v = jax.lax.stop_gradient(score_all[2]) * tmask
+            adv, ret = token_credit_lib.own_turn_token_gae(train_turns.reward, old_v, tmask, hp.gamma, hp.gae_lambda)
+            train_turns = train_turns._replace(value=old_v)  # what value clipping clips around
+        else:
+            adv, ret = advantages(turns, hp, axis_name)
+            adv, ret = loss_view(adv, seats.learns), loss_view(ret, seats.learns)
         tx = make_tx(hp)
 
         def minibatch_step(carry, batch):
@@ -647,7 +668,6 @@ def make_train(config, env=None) -> LMTrainer:
                 raise ConfigError(f"config.num_minibatches x num_microbatches = {mb} x {micro} does not divide the "
                                   f"{n_local} envs of a device; with incremental rollouts a minibatch is a set of "
                                   "whole episodes")
-            seqs = episode_seqs(final_tokens, train_turns, seats.learns)
             to_env_first = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731  [T, N, ...] -> [N, T, ...]
             data = (jax.tree.map(to_env_first, train_turns._replace(info={})), jax.tree.map(to_env_first, (adv, ret)), seqs)
 
