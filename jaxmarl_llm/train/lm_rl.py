@@ -13,10 +13,15 @@ One update:
      base shared); the env appends actions and feedback. Recorded per
      (turn, env, agent): prompt, action tokens, sampling log-probs, value,
      reward, who was active, whether the episode was still running.
-  3. Advantages: PPO = GAE over turns per agent with the turn's value (reward
-     on the turn's last token: turn-level credit); GRPO = group-normalized
-     episode returns (`grpo.group_advantages`, or Dr.GRPO); RLOO = leave-one-out
-     baseline. Every action token of a turn gets its turn's advantage.
+  3. Advantages: PPO = GAE over each seat's own turns with the turn's value
+     (turn-level credit: every action token of a turn gets its turn's
+     advantage), or with `credit="token"` GAE over the seat's generated tokens
+     (the turn reward on its last token, a value per token from one no-grad
+     forward); the critic is a value head on each seat's trunk (IPPO) or, with
+     `critic.kind="mappo"`, one MLP over every seat's transcript summary
+     (policies/central_critic.py); `clip_value` clips the value loss. GRPO =
+     group-normalized episode returns (`grpo.group_advantages`, or Dr.GRPO);
+     RLOO = leave-one-out baseline; both give every token the episode's advantage.
   4. `update_epochs` x `num_minibatches` gradient steps on the adapters (and
      value head) only; each minibatch takes a slice of every env's turns.
 
