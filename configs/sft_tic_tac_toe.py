@@ -28,6 +28,16 @@ against random (loses 83%) and draws 7.5% against minimax, far from the target
 sits at ~0.25 from update ~50 on (lr 3e-3 and 1e-2 alike): the move digit is
 still about uniform. Next: a much longer budget (thousands of updates) or a
 shorter transcript / deeper model; RL from this checkpoint is not yet useful.
+
+Tried since (2 shared CPU cores): a bigger model (hidden 128, 3 layers, 8 heads,
+16 games an update, lr 3e-3) sits on the same plateau (0.26 nats/token, move
+accuracy 0.15-0.24 at update 80, ~10 s an update on the loaded box: stopped);
+this checkpoint's teacher-forced mass on legal cells is 0.68. GRPO from it
+against the random player as X (`configs/tic_tac_toe.py` with
+`--config.opponent_pool.size=0 --config.scripted_agents=1:random`, 32 games an
+update) did not lower its illegal-move rate in 50 updates (0.69 -> 0.53-0.91).
+The model has to read nine cells at fixed offsets back from `Move: `; a
+tiny char model does not find that circuit in these budgets.
 """
 
 from jaxmarl_llm.train.config import sft_defaults
