@@ -17,7 +17,7 @@ no value head to learn over long transcripts. One adapter (share_policy).
 Tiny random model with the character tokenizer, sized for 2 CPU cores: in
 characters the oracle's prompt alone is 653 tokens, and every turn re-reads the
 whole transcript, so the default game is 8 questions of at most 20 tokens in
-1024-token transcripts, 8 episodes per update. A transcript that overflows ends
+1024-token transcripts, 16 episodes per update. A transcript that overflows ends
 its episode (a random model's replies draw long error messages and overflow
 after ~6 turns; 8 well-formed turns fit).
 `--config.model.checkpoint=/path/to/hf_folder --config.tokenizer=/path/to/hf_folder`
@@ -26,14 +26,26 @@ tokenizer the full game fits: `--config.env_kwargs.max_turns=20
 --config.num_turns=20`, 40 with `:lm`).
 
 From scratch a random tiny model never writes `Ask: <name>` or a word from the
-list, every episode scores 0 and GRPO gets no signal: this config runs as is,
-but learning needs a warm start. Today that is an instruction-following
-checkpoint (above), which can read the listed names and ask them (not measured
-here). There is no scripted teacher for this game in
-train/scripted.py yet, so the SFT-then-RL recipe of configs/guess_number.py
-(SFT on teacher transcripts, then `--config.model.checkpoint=<sft out>/model`)
-needs one first: a questioner that asks the question splitting the remaining
-candidates most evenly, and guesses when one is left.
+list, every episode scores 0 and GRPO gets no signal: learning needs a warm
+start. The recipe (2 CPU cores): SFT a tiny model from scratch on transcripts
+of a scripted teacher (train/scripted.py `greedy_splitter`: asks the question
+that splits the words still possible most evenly, guesses on the last turn;
+68.4% of the words within 8 turns, the optimum), then GRPO from that model:
+
+    python experiments/train.py --config=configs/sft_twenty_questions.py
+    python experiments/train.py --config=configs/twenty_questions.py \\
+        --config.model.checkpoint=runs/sft_twenty_questions/model --config.eval_episodes=187
+
+Measured (seed 0, 2 CPU cores shared with another job), greedy over every
+word once (`eval_episodes=187` plays env.secrets in order): untrained 0%
+(format errors 100%); SFT 58.3% (109/187, 30 min); GRPO from it, 100 updates
+x 16 episodes at these defaults (lr 1e-4, kl_coef 0.05 to the SFT model,
+14 min): 60.4% (113/187), 0% format errors; sampled (temperature 1) training
+success 0.06-0.56 per update. The first try, lr 1e-3 with 8 episodes an
+update and no KL, fell to 13.9% (20% format errors; the two changes were not
+tried apart). Instruction-following
+checkpoints (above) can instead read the listed names and ask them (not
+measured here).
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults
@@ -53,10 +65,11 @@ def get_config(variant: str = ""):
         c.env_kwargs["answerer"] = "lm"
         c.frozen_agents = (1,)  # the answerer: the bare base model, never trained
         c.num_turns = 2 * max_turns  # question, answer, question, ...
-    c.num_envs = 8
+    c.num_envs = 16
     c.group_size = 4
-    c.lr = 1e-3
-    c.total_episodes = 8 * 100
+    c.lr = 1e-4  # 1e-3 undid the SFT warm start (see the docstring)
+    c.kl_coef = 0.05  # to the bare base, i.e. the warm-start model
+    c.total_episodes = 16 * 100
     c.run.out_dir = "runs/twenty_questions" + ("_lm" if variant == "lm" else "")
     c.run.updates_per_chunk = 5
     return c

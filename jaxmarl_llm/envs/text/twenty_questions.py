@@ -67,6 +67,7 @@ class TwentyQuestions(TextEnv):
         self.words, self.categories, answers = datasets.nouns()
         self.question_names, self.question_texts = datasets.questions()
         self.answers = jnp.asarray(answers)  # [W, Q]
+        self.secrets = jnp.arange(len(self.words), dtype=jnp.int32)  # [W] every word: evaluation plays each once
         self.num_questions = len(self.question_names)
         self.question_set = parsing.StringSet([*self.question_names, *self.question_texts])
         self.word_set = parsing.StringSet(self.words)

@@ -1,0 +1,55 @@
+"""Step 1 of the twenty questions recipe: SFT a tiny from-scratch model on greedy-splitter transcripts.
+
+    python experiments/train.py --config=configs/sft_twenty_questions.py         # -> runs/sft_twenty_questions/model
+    python experiments/train.py --config=configs/twenty_questions.py \\
+        --config.model.checkpoint=runs/sft_twenty_questions/model --config.eval_episodes=187   # step 2: GRPO
+
+A random tiny model never writes `Ask: <name>` or a listed word, so its success
+is 0 and GRPO from scratch gets no signal: the warm start is needed. The
+teacher (train/scripted.py, `greedy_splitter`, oracle answerer) keeps the set
+of words the answers still allow, asks the question that splits it most evenly
+(first on ties: one deterministic tree to imitate) and guesses the first
+candidate on the last of the 8 turns (or when one is left). 7 questions and a
+guess can certify at most 2**7 = 128 of the 187 words, and the greedy tree
+reaches that: the teacher solves 68.4% of the words, all at turn 8. The student
+has to memorise that tree (127 question nodes keyed on the answers so far, 128
+leaf words), there is no held-out split: evaluation plays every word once.
+No exploration noise (`script_noise` 0): greedy play of a perfect student
+stays on the tree, and off-tree states would multiply what it must memorise.
+
+Every weight is trained (train_base); the model is written with
+hf.save_pretrained for the RL step. Sized for 2 CPU cores: char tokenizer,
+hidden 64, 2 layers; the prompt alone is 652 characters and the longest game
+853, so capacity 864 (the RL config's 1024 + 20 action tokens fit in
+max_position_embeddings 1088).
+
+Measured (seed 0, 2 CPU cores shared with another job, load average 4-7):
+29:55 wall (500 updates in 28:06, ~3.4 s each, then the evaluation), peak RSS
+7.7 GB. Teacher-forced move accuracy 0 -> 0.48 (update 125) -> 0.86 (325) -> ~1.0
+(500), per-token nll 4.58 -> 0.011. Greedy over every word once: 58.3% solved
+(109/187; the teacher 68.4%, the untrained model 0%), 0% format errors, all
+solves at turn 8. A 400-update run of the same model reached 31.0%.
+"""
+
+from jaxmarl_llm.train.config import sft_defaults
+
+
+def get_config():
+    c = sft_defaults()
+    c.env_name = "text/twenty_questions"
+    # prompt 652 tokens + 7 x (`Ask: <name>` <= 17 + "\nYes.\n") + `Guess: <word>` <= 19 + 21 of feedback <= 853
+    c.env_kwargs = {"answerer": "oracle", "max_turns": 8, "capacity": 864, "max_action_tokens": 20}
+    c.model.update({"hidden_size": 64, "intermediate_size": 256, "num_layers": 2, "num_heads": 4,
+                    "num_kv_heads": 2, "head_dim": 16, "max_position_embeddings": 1088, "init_std": 0.02})
+    c.train_base = True
+    c.script_noise = 0.0  # see the docstring
+    c.num_envs = 16
+    c.num_turns = 8
+    c.total_episodes = 16 * 500  # move accuracy ~1.0 at the end; 400 updates gave 31% success
+    c.lr = 3e-3
+    c.warmup_updates = 20
+    c.eval_episodes = 187  # every word once, greedy (env.secrets)
+    c.run.out_dir = "runs/sft_twenty_questions"
+    c.run.updates_per_chunk = 25
+    c.run.checkpoint_every = 4
+    return c
