@@ -122,7 +122,8 @@ def test_each_agent_learns_its_own_character_class(algo):
     assert curve[-5:].mean() > 0.7, f"{algo}: mean reward after 40 updates {curve[-5:].mean():.2f}"
 
 
-@pytest.mark.parametrize("algo", ["grpo", "mappo"])
+# GRPO across devices is also covered by test_selfplay's pool test (default suite); ~23 s each
+@pytest.mark.parametrize("algo", [pytest.param("grpo", marks=pytest.mark.slow), "mappo"])
 def test_eight_devices_match_one(algo):
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 forced host devices (conftest)")

@@ -656,7 +656,7 @@ def test_policy_moves_stop_before_the_eos_as_the_env_records_them():
     assert target.all() and not (action.tokens == tok.eos_id).any()
 
 
-@pytest.mark.parametrize("train_base", [True, False])
+@pytest.mark.parametrize("train_base", [pytest.param(True, marks=pytest.mark.slow), False])  # ~14 s each
 def test_policy_rows_are_its_own_moves_and_a_min_return_nobody_reaches_changes_nothing(train_base):
     """min_return=-1 keeps every episode (a random model's unreadable answers return -1): the loss is SFT on the
     very moves the update played. min_return=2 (above any return) keeps none: no step at all, even with Adam's
