@@ -33,7 +33,6 @@ weights, which lives in `trainer.base` (one extra copy of the model in memory).
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, NamedTuple
 
@@ -53,6 +52,7 @@ from jaxmarl_llm.models.lora import LoraConfig
 from jaxmarl_llm.models.sampling import SamplingConfig
 from jaxmarl_llm.models.transformer import forward
 from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.train import jsonl
 from jaxmarl_llm.train.config import ConfigError, parse_players
 from jaxmarl_llm.train.lm_rl import build_model, build_tokenizer
 from jaxmarl_llm.train.mesh import global_index
@@ -113,40 +113,28 @@ class DPOTrainer(NamedTuple):
 
 def load_pairs(path: str, tokenizer, max_length: int) -> Pairs:
     """Tokenize a JSONL preference file into [N, 2, max_length] buffers (numpy); ConfigError names file:line."""
-    where = f"config.pairs_path: {path}"
-    if not os.path.isfile(path):
-        raise ConfigError(f"{where} does not exist; pass a JSONL file with one "
-                          '{"prompt": ..., "chosen": ..., "rejected": ...} object per line')
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ConfigError(f"{where}:{lineno}: not valid JSON ({err.msg}); write one JSON object per line") from None
-            if not isinstance(item, dict):
-                raise ConfigError(f"{where}:{lineno}: expected a JSON object with keys {', '.join(KEYS)}")
-            for key in KEYS:
-                if not isinstance(item.get(key), str):
-                    got = "is missing" if key not in item else f"is {type(item[key]).__name__}, not a string"
-                    raise ConfigError(f"{where}:{lineno}: key {key!r} {got}; every line needs string "
-                                      f"{', '.join(KEYS)}")
-            if item["chosen"] == item["rejected"]:
-                raise ConfigError(f"{where}:{lineno}: chosen and rejected are the same text; drop the line")
-            prompt = list(tokenizer.encode(item["prompt"]))
-            sides = [list(tokenizer.encode(item[k])) + [tokenizer.eos_id] for k in ("chosen", "rejected")]
-            need = len(prompt) + max(len(s) for s in sides)
-            if need > max_length:
-                raise ConfigError(f"{where}:{lineno}: the pair needs {need} tokens (prompt {len(prompt)} + the longer "
-                                  f"response and eos) but config.max_length is {max_length}; raise config.max_length "
-                                  "to at least that or shorten the line")
-            if not prompt:
-                raise ConfigError(f"{where}:{lineno}: empty prompt; a response is scored after its prompt")
-            rows.append((prompt, sides))
-    if not rows:
-        raise ConfigError(f"{where} has no pairs; write one JSON object per line")
+    for at, item in jsonl.read_objects(path, f"config.pairs_path: {path}",
+                                       '{"prompt": ..., "chosen": ..., "rejected": ...}', "pairs"):
+        if not isinstance(item, dict):
+            raise ConfigError(f"{at}: expected a JSON object with keys {', '.join(KEYS)}")
+        for key in KEYS:
+            if not isinstance(item.get(key), str):
+                got = "is missing" if key not in item else f"is {type(item[key]).__name__}, not a string"
+                raise ConfigError(f"{at}: key {key!r} {got}; every line needs string "
+                                  f"{', '.join(KEYS)}")
+        if item["chosen"] == item["rejected"]:
+            raise ConfigError(f"{at}: chosen and rejected are the same text; drop the line")
+        prompt = list(tokenizer.encode(item["prompt"]))
+        sides = [list(tokenizer.encode(item[k])) + [tokenizer.eos_id] for k in ("chosen", "rejected")]
+        need = len(prompt) + max(len(s) for s in sides)
+        if need > max_length:
+            raise ConfigError(f"{at}: the pair needs {need} tokens (prompt {len(prompt)} + the longer "
+                              f"response and eos) but config.max_length is {max_length}; raise config.max_length "
+                              "to at least that or shorten the line")
+        if not prompt:
+            raise ConfigError(f"{at}: empty prompt; a response is scored after its prompt")
+        rows.append((prompt, sides))
     n = len(rows)
     tokens = np.full((n, 2, max_length), tokenizer.pad_id, np.int32)
     mask = np.zeros((n, 2, max_length), bool)

@@ -38,7 +38,6 @@ over a frozen base (usually a checkpoint), merged into the base on export.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, NamedTuple
 
@@ -57,6 +56,7 @@ from jaxmarl_llm.models.lora import LoraConfig
 from jaxmarl_llm.models.sampling import SamplingConfig
 from jaxmarl_llm.models.transformer import forward
 from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.train import jsonl
 from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.train.lm_rl import build_model, build_tokenizer
 from jaxmarl_llm.train.mesh import global_index
@@ -146,34 +146,22 @@ def load_transcripts(path: str, tokenizer, max_length: int, what: str = "config.
     and an eos after each are targets; the input is the transcript as the env writes it, which has
     no eos, so the eos target sits where the next context starts (at the end, an eos is appended).
     """
-    where = f"config.data_path: {path}"
-    if not os.path.isfile(path):
-        raise ConfigError(f"{where} does not exist; pass a JSONL file with one "
-                          '{"prompt": ..., "completion": ...} object per line')
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ConfigError(f"{where}:{lineno}: not valid JSON ({err.msg}); write one JSON object per line") from None
-            tokens, spans = [], []
-            for text, move in _file_row(item, f"{where}:{lineno}"):
-                ids = list(tokenizer.encode(text))
-                if move:
-                    spans.append((len(tokens), len(tokens) + len(ids)))
-                tokens += ids
-            if spans[-1][1] == len(tokens):  # the last piece is a move: its eos ends the row
-                tokens.append(tokenizer.eos_id)
-            if len(tokens) > max_length:
-                raise ConfigError(f"{where}:{lineno}: the row needs {len(tokens)} tokens (the eos after each move "
-                                  f"included) but {what} is {max_length}; raise config.max_length to at least "
-                                  "that or shorten the line")
-            rows.append((tokens, spans))
-    if not rows:
-        raise ConfigError(f"{where} has no transcripts; write one JSON object per line")
+    for at, item in jsonl.read_objects(path, f"config.data_path: {path}", '{"prompt": ..., "completion": ...}',
+                                       "transcripts"):
+        tokens, spans = [], []
+        for text, move in _file_row(item, at):
+            ids = list(tokenizer.encode(text))
+            if move:
+                spans.append((len(tokens), len(tokens) + len(ids)))
+            tokens += ids
+        if spans[-1][1] == len(tokens):  # the last piece is a move: its eos ends the row
+            tokens.append(tokenizer.eos_id)
+        if len(tokens) > max_length:
+            raise ConfigError(f"{at}: the row needs {len(tokens)} tokens (the eos after each move "
+                              f"included) but {what} is {max_length}; raise config.max_length to at least "
+                              "that or shorten the line")
+        rows.append((tokens, spans))
     n, t = len(rows), max(len(spans) for _, spans in rows)
     tokens = np.full((n, max_length), tokenizer.pad_id, np.int32)
     turn_mask = np.zeros((n, t, max_length), bool)
