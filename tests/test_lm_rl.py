@@ -156,26 +156,23 @@ def test_central_critic_reads_what_the_seat_cannot():
     assert losses["mappo"] < 0.02, losses
 
 
-def test_bad_lm_configs_name_the_key():
-    with pytest.raises(ConfigError, match="config.group_size"):
-        validate_lm_rl(_config("grpo", group_size=1))
-    with pytest.raises(ConfigError, match="config.num_envs"):
-        validate_lm_rl(_config("grpo", num_envs=12, group_size=8))
-    with pytest.raises(ConfigError, match="config.model.checkpoint"):
-        c = _config("grpo")
-        c.model.checkpoint = "/nonexistent/folder"
-        validate_lm_rl(c)
-    with pytest.raises(ConfigError, match="config.critic.kind"):
-        c = _config("grpo")
-        c.critic.kind = "mappo"  # GRPO has no critic
-        validate_lm_rl(c)
-    with pytest.raises(ConfigError, match="config.critic.kind"):
-        c = _config("ppo")
-        c.critic.kind = "central"
-        validate_lm_rl(c)
-    with pytest.raises(ConfigError, match="config.credit"):
-        c = _config("mappo")
-        c.credit = "token"  # the central critic values turns, not tokens
+@pytest.mark.parametrize("algo,overrides,match", [
+    ("grpo", {"group_size": 1}, "config.group_size"),
+    ("grpo", {"num_envs": 12, "group_size": 8}, "config.num_envs"),
+    ("grpo", {"model.checkpoint": "/nonexistent/folder"}, "config.model.checkpoint"),
+    ("grpo", {"critic.kind": "mappo"}, "config.critic.kind"),  # GRPO has no critic
+    ("ppo", {"critic.kind": "central"}, "config.critic.kind"),
+    ("mappo", {"credit": "token"}, "config.credit"),  # the central critic values turns, not tokens
+])
+def test_bad_lm_configs_name_the_key(algo, overrides, match):
+    c = _config(algo)
+    for key, value in overrides.items():
+        *path, leaf = key.split(".")
+        node = c
+        for part in path:
+            node = node[part]
+        node[leaf] = value
+    with pytest.raises(ConfigError, match=match):
         validate_lm_rl(c)
 
 
