@@ -21,3 +21,21 @@ def dying_after(chunk_fn, calls: int):
         return run
 
     return make
+
+
+def assert_resumed_identically(full: dict, resumed: dict, out_dir: str, metric: str, updates: int) -> None:
+    """A killed-and-resumed run ends in the uninterrupted run's state, and its metrics.csv (in out_dir) logs
+    updates 1..updates once each with the same `metric` values."""
+    import os
+
+    import jax
+    import numpy as np
+
+    from jaxmarl_llm.train.metrics_log import read_csv
+
+    for a, b in zip(jax.tree.leaves(full["state"]), jax.tree.leaves(resumed["state"])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    rows_full = read_csv(os.path.join(full["out_dir"], "metrics.csv"))
+    rows_resumed = read_csv(os.path.join(out_dir, "metrics.csv"))
+    assert [r["update"] for r in rows_resumed] == [str(i) for i in range(1, updates + 1)]
+    assert [r[metric] for r in rows_full] == [r[metric] for r in rows_resumed]

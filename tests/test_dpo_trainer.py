@@ -22,9 +22,8 @@ from jaxmarl_llm.models.transformer import forward
 from jaxmarl_llm.tokenizers import CharTokenizer
 from jaxmarl_llm.train import dpo, entry, lm_rl
 from jaxmarl_llm.train.config import ConfigError, dpo_defaults, validate_dpo
-from jaxmarl_llm.train.metrics_log import read_csv
 from jaxmarl_llm.train.runner import run_training
-from killing import Killed, dying_after
+from killing import Killed, assert_resumed_identically, dying_after
 
 PAIRS = os.path.join(DATA_DIR, "arithmetic_pairs.jsonl")
 
@@ -213,12 +212,7 @@ def test_killed_run_resumes_to_identical_results_and_exports(tmp_path):
         train(config, dying_after(cached, 3))
     config.resume = "True"
     resumed = train(config)
-    for a, b in zip(jax.tree.leaves(full["state"]), jax.tree.leaves(resumed["state"])):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    rows_full = read_csv(os.path.join(full["out_dir"], "metrics.csv"))
-    rows_resumed = read_csv(os.path.join(config.run.out_dir, "metrics.csv"))
-    assert [r["update"] for r in rows_resumed] == [str(i) for i in range(1, 7)]
-    assert [r["loss"] for r in rows_full] == [r["loss"] for r in rows_resumed]
+    assert_resumed_identically(full, resumed, config.run.out_dir, "loss", updates=6)
     # the HF folder holds the merged model; the PEFT adapter sits beside it
     assert os.path.exists(os.path.join(resumed["adapter_dir"], "adapter_model.safetensors"))
     cfg, loaded = load_pretrained(resumed["model_dir"])

@@ -21,9 +21,8 @@ from jaxmarl_llm.models.hf import load_pretrained
 from jaxmarl_llm.models.transformer import forward
 from jaxmarl_llm.train import entry, evaluate, lm_rl, play, sft
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, sft_defaults, validate_sft
-from jaxmarl_llm.train.metrics_log import read_csv
 from jaxmarl_llm.train.runner import run_training
-from killing import Killed, dying_after
+from killing import Killed, assert_resumed_identically, dying_after
 from jaxmarl_llm.train.scripted import binary_search, greedy_splitter, minimax_selfplay
 
 
@@ -159,23 +158,25 @@ def test_exported_model_loads_back_with_identical_logits(tmp_path, train_base):
 
 
 
+def _killed_and_resumed(small) -> tuple[dict, dict, str]:
+    """Train `small("full")`; train `small("killed")`, kill it in its third chunk (after two checkpoints),
+    resume it; check the two end alike (6 updates). Returns (full, resumed, headline metric)."""
+    full = entry.train_from_config(small("full"))
+    config = small("killed")
+    trainer, chunk_fn, steps, headline = entry.build(config)
+    with pytest.raises(Killed):
+        run_training(config, trainer, dying_after(chunk_fn, 3), steps, headline)
+    config.resume = "True"
+    resumed = entry.train_from_config(config)
+    assert_resumed_identically(full, resumed, config.run.out_dir, "nll", updates=6)
+    return full, resumed, headline
+
+
 def test_killed_run_resumes_to_identical_results_and_exports(tmp_path):
     def small(out):
         return _config(out_dir=tmp_path / out, total_episodes=16 * 6)
 
-    full = entry.train_from_config(small("full"))
-    config = small("killed")
-    trainer, chunk_fn, steps, headline = entry.build(config)
-    with pytest.raises(Killed):  # dies during the third chunk, after two checkpoints
-        run_training(config, trainer, dying_after(chunk_fn, 3), steps, headline)
-    config.resume = "True"
-    resumed = entry.train_from_config(config)
-    for a, b in zip(jax.tree.leaves(full["state"]), jax.tree.leaves(resumed["state"])):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    rows_full = read_csv(os.path.join(full["out_dir"], "metrics.csv"))
-    rows_resumed = read_csv(os.path.join(config.run.out_dir, "metrics.csv"))
-    assert [r["update"] for r in rows_resumed] == [str(i) for i in range(1, 7)]
-    assert [r["nll"] for r in rows_full] == [r["nll"] for r in rows_resumed]
+    full, resumed, headline = _killed_and_resumed(small)
     assert os.path.exists(os.path.join(resumed["model_dir"], "model.safetensors"))
 
 
@@ -786,18 +787,6 @@ def test_file_and_policy_configs_resume_to_identical_results(tmp_path, variant):
         c.run.progress, c.run.tensorboard, c.run.plot = False, False, False
         return c
 
-    full = entry.train_from_config(small("full"))
-    config = small("killed")
-    trainer, chunk_fn, steps, headline = entry.build(config)
+    full, resumed, headline = _killed_and_resumed(small)
     assert headline == ("episode_return" if variant else "move_accuracy")
-    with pytest.raises(Killed):  # dies during the third chunk, after two checkpoints
-        run_training(config, trainer, dying_after(chunk_fn, 3), steps, headline)
-    config.resume = "True"
-    resumed = entry.train_from_config(config)
-    for a, b in zip(jax.tree.leaves(full["state"]), jax.tree.leaves(resumed["state"])):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    rows_full = read_csv(os.path.join(full["out_dir"], "metrics.csv"))
-    rows_resumed = read_csv(os.path.join(config.run.out_dir, "metrics.csv"))
-    assert [r["update"] for r in rows_resumed] == [str(i) for i in range(1, 7)]
-    assert [r["nll"] for r in rows_full] == [r["nll"] for r in rows_resumed]
     assert os.path.exists(os.path.join(resumed["model_dir"], "model.safetensors"))
