@@ -84,7 +84,7 @@ def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array
     if len(widths) == 1:
         return _act_rows(policy, key, base, adapters, tokens, length, cache, chunk, per_row)
     need = jnp.max(length) + policy.sampling.max_new_tokens
-    branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
+    branch = width_index(widths, need)
 
     def at_width(w: int):
         def run(cache: RowCache):
@@ -160,6 +160,11 @@ def score_widths(total: int, smallest: int = 128) -> tuple[int, ...]:
     return (*widths, total)
 
 
+def width_index(widths: tuple[int, ...], need: jax.Array) -> jax.Array:
+    """The `lax.switch` index of the narrowest of `widths` that holds `need` tokens (the last if none does)."""
+    return jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
+
+
 def needed_width(prompt_len: jax.Array, mask: jax.Array) -> jax.Array:
     """The forward width that covers every scored action (prompt_len [..., T], mask [..., T, M])."""
     return jnp.max(jnp.where(mask.any(-1), prompt_len + mask.shape[-1], 1))
@@ -179,7 +184,7 @@ def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Ar
     b, t, m = action.shape
     s = policy.sampling
     need = needed_width(prompt_len, mask) if need is None else need
-    branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
+    branch = width_index(widths, need)
     lora = None if trainable is None else trainable.get("lora")
 
     def run(width):

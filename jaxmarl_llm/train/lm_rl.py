@@ -439,7 +439,7 @@ def make_train(config, env=None) -> LMTrainer:
         rows = final.reshape(n_env * a, -1)
         pos = (jnp.moveaxis(prompt_len, 0, -1) - 1).reshape(n_env * a, t_len)  # each turn's last read token
         feat_widths = transcripts.score_widths(rows.shape[1], config.rollout.min_score_width)
-        branch = jnp.minimum(jnp.searchsorted(jnp.asarray(feat_widths), prompt_len.max()), len(feat_widths) - 1)
+        branch = transcripts.width_index(feat_widths, prompt_len.max())
         feats = jax.lax.switch(branch, [lambda r, w=w: central_critic.transcript_features(base, cfg, r[:, :w], pos)
                                         for w in feat_widths], rows)  # [N*A, T, D]
         return central_critic.critic_inputs(jnp.moveaxis(feats.reshape(n_env, a, t_len, -1), 2, 0))
@@ -647,7 +647,7 @@ def make_train(config, env=None) -> LMTrainer:
                 need = transcripts.needed_width(mb_turns.prompt_len, mb_turns.action_mask & mb_turns.acts[..., None])
                 if axis_name is not None:
                     need = jax.lax.pmax(need, axis_name)
-                branch = jnp.minimum(jnp.searchsorted(jnp.asarray(widths), need), len(widths) - 1)
+                branch = transcripts.width_index(widths, need)
                 branches = [lambda w=w: grad_fn(w) for w in widths]
                 if algo != "ppo" and not use_kl:
                     # GRPO/RLOO without KL: a minibatch whose advantages are all 0 (every group tied) has an
