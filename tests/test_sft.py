@@ -193,12 +193,12 @@ def test_evaluate_counts_successes_turns_and_format_errors():
     assert r["success_rate"] == 0.0 and r["format_error_rate"] == 1.0
 
 
-def _ttt_teacher_games(env, noises, num_games):
+def _ttt_teacher_games(env, noises, num_games, tie_break="random"):
     """The tic-tac-toe teacher against itself at each noise level (one compile); per turn [S, N, T]:
-    illegal, target, optimal (a minimax move), moved, draw, won."""
+    illegal, target, optimal (a minimax move), first (the lowest optimal cell), moved, draw, won."""
 
     def one(noise, key):
-        script = minimax_selfplay(env, noise=noise)
+        script = minimax_selfplay(env, noise=noise, tie_break=tie_break)
         _, state = env.reset(key)
         memory = script.init(state)
 
@@ -212,6 +212,7 @@ def _ttt_teacher_games(env, noises, num_games):
             _, state2, _, _, _, info = env.step(k_env, state, action)
             rec = {"illegal": info["illegal"].any() & moving, "target": target[mover] & moving,
                    "optimal": env.best[board_code(state.board), cell], "moved": moving,
+                   "first": cell == jnp.argmax(env.best[board_code(state.board)]),
                    "draw": info["draw"].any() & moving, "won": info["won"].any() & moving}
             return (state2, memory), rec
 
@@ -242,6 +243,15 @@ def test_tic_tac_toe_teacher_plays_only_legal_optimal_targets_and_always_draws_i
         targets = "".join(tok.pieces[int(t)] for t, m in zip(data.targets[row], data.mask[row]) if m)
         assert targets.count("<eos>") == (5 if row % 2 == 0 else 4)
         assert targets.replace("<eos>", "").count("Move: ") == targets.count("<eos>")
+
+
+def test_tic_tac_toe_teacher_with_first_tie_break_targets_the_lowest_optimal_cell():
+    env = TicTacToe(capacity=544, max_action_tokens=8)
+    clean, noisy = ({k: v[i] for k, v in _ttt_teacher_games(env, (0.0, 0.3), 64, "first").items()} for i in range(2))
+    assert clean["draw"].any(-1).all() and (clean["first"] | ~clean["moved"]).all()
+    assert noisy["first"][noisy["target"]].all() and not noisy["first"][noisy["moved"] & ~noisy["target"]].all()
+    with pytest.raises(ValueError, match="tie_break"):
+        minimax_selfplay(env, tie_break="center")
 
 
 def _tq_greedy_reference(answers: list[list[bool]], secret: int, max_turns: int) -> tuple[list[tuple[str, int]], int]:

@@ -185,3 +185,34 @@ def test_agrees_with_pgx():
 
     ok = jax.jit(jax.vmap(game))(jax.random.split(jax.random.PRNGKey(0), n))
     assert bool(ok.all())
+
+
+def test_tagged_board_plays_the_same_game_and_names_every_taken_cell():
+    """board="tagged" (`X5`) changes only the picture; "word" ids make each tagged cell one token."""
+    from jaxmarl_llm.train.lm_rl import build_tokenizer
+
+    assert ttt.board_picture((1, 2, 0, 0, 1, 0, 0, 0, 2), "tagged") == "\nX1|O2|3\n4|X5|6\n7|8|O9\n"
+    with pytest.raises(ValueError, match="board style"):
+        ttt.board_picture((0,) * 9, "ascii")
+    word = build_tokenizer("word", "text/tic_tac_toe", {"board": "tagged"})
+    assert word.pieces == build_tokenizer("word", "text/tic_tac_toe", {"board": "tagged"}).pieces  # same ids every build
+    assert len(word.encode("X5|O9")) == 3 and len(word.encode("Move: 7")) == 4
+    with pytest.raises(ValueError, match="env_name"):
+        build_tokenizer("word")
+    envs = {"grid": ttt.TicTacToe(capacity=640), "tagged": ttt.TicTacToe(word, capacity=640, board="tagged")}
+
+    def game(env):
+        _, s = env.reset(jax.random.PRNGKey(0))
+        out = []
+        for cell in (0, 3, 1, 4, 2):  # X takes the top row
+            a = env.move_action(s, jnp.int32(cell))
+            _, s, r, term, *_ = env.step(jax.random.PRNGKey(1), s, a)
+            out.append((np.asarray(r).tolist(), bool(np.all(term))))
+            if np.all(term):
+                break
+        return out, env.tokenizer.decode(np.asarray(s.buf[0, : int(s.length[0])]).tolist())
+
+    (grid_steps, grid_text), (tag_steps, tag_text) = game(envs["grid"]), game(envs["tagged"])
+    assert grid_steps == tag_steps and grid_steps[-1] == ([1.0, -1.0], True)
+    assert tag_text.endswith("\nX1|X2|X3\nO4|O5|6\n7|8|9\nYou win.\n") and grid_text.endswith("\nX|X|X\nO|O|6\n7|8|9\nYou win.\n")
+    assert len(envs["tagged"].tokenizer.encode(tag_text)) < 0.7 * len(grid_text)

@@ -120,7 +120,7 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.trainer = "lm_rl"
     c.env_name = "text/guess_number"
     c.env_kwargs = ml_collections.ConfigDict({})
-    c.tokenizer = "char"  # "char" (built-in) or a local Hugging Face tokenizer folder
+    c.tokenizer = "char"  # "char" / "word" (built-in; "word" is built from the env's texts) or a local HF tokenizer folder
     c.model = ml_collections.ConfigDict(
         {
             "checkpoint": "",  # a local HF folder (config.json + safetensors); "" = random tiny model below

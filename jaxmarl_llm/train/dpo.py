@@ -166,7 +166,7 @@ def pair_episodes(returns: jax.Array, tokens: jax.Array, targets: jax.Array, mas
 
 
 def make_train(config, env=None) -> DPOTrainer:
-    tokenizer = build_tokenizer(config.tokenizer)
+    tokenizer = build_tokenizer(config.tokenizer, config.env_name, config.env_kwargs)
     if env is None:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
     cfg, base_params = build_model(config.model, tokenizer, config.model.init_seed)

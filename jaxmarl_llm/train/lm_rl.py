@@ -68,7 +68,7 @@ from jaxmarl_llm.models.transformer import init_params
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens
 from jaxmarl_llm.train.mesh import DATA, global_index, shard_over_data
-from jaxmarl_llm.tokenizers import CharTokenizer, HFTokenizer
+from jaxmarl_llm.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer
 
 
 class LMHParams(NamedTuple):
@@ -149,9 +149,38 @@ class Seats(NamedTuple):
     scale: jax.Array  # [N, A] float32: 0 = bare base model
 
 
-def build_tokenizer(spec: str):
-    """"char" (built-in) or a local Hugging Face tokenizer folder."""
-    return CharTokenizer() if spec in ("", "char") else HFTokenizer(spec)
+def build_tokenizer(spec: str, env_name: str = "", env_kwargs=None):
+    """"char" or "word" (built-in) or a local Hugging Face tokenizer folder.
+
+    "word" is a `WordTokenizer` over every fixed string the env `env_name` encodes
+    when it is built (prompts, feedback, board pictures): whole words become one id,
+    so a from-scratch model reads short transcripts; the same env and kwargs always
+    give the same ids, so a saved model and a later run agree.
+    """
+    if spec in ("", "char"):
+        return CharTokenizer()
+    if spec == "word":
+        if not env_name:
+            raise ValueError("tokenizer='word' is built from an env's texts: set config.env_name")
+        return WordTokenizer.from_texts(_env_texts(env_name, dict(env_kwargs or {})))
+    return HFTokenizer(spec)
+
+
+class _RecordingTokenizer(CharTokenizer):
+    def __init__(self):
+        super().__init__()
+        self.texts: list[str] = []
+
+    def encode(self, text: str) -> list[int]:
+        self.texts.append(text)
+        return super().encode(text)
+
+
+def _env_texts(env_name: str, env_kwargs: dict) -> list[str]:
+    """Every string env `env_name` encodes while it is built, in order."""
+    recorder = _RecordingTokenizer()
+    registry.make(env_name, tokenizer=recorder, **env_kwargs)
+    return recorder.texts
 
 
 def build_model(mcfg, tokenizer, seed: int):
@@ -175,7 +204,7 @@ def build_model(mcfg, tokenizer, seed: int):
 
 
 def make_train(config, env=None) -> LMTrainer:
-    tokenizer = build_tokenizer(config.tokenizer)
+    tokenizer = build_tokenizer(config.tokenizer, config.env_name, config.env_kwargs)
     if env is None:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
     cfg, base = build_model(config.model, tokenizer, config.model.init_seed)

@@ -93,14 +93,25 @@ def exact_answer(env, noise: float = 0.0) -> Script:
     return Script(init, act)
 
 
-def minimax_selfplay(env, noise: float = 0.0) -> Script:
-    """Tic-tac-toe with both seats played by exact minimax (random tie-break); `noise`: a uniform legal move.
+def minimax_selfplay(env, noise: float = 0.0, tie_break: str = "random") -> Script:
+    """Tic-tac-toe with both seats played by exact minimax; `noise`: a uniform legal move.
 
-    The seat to move plays `env.opponent_action(key, state, "minimax")`; with probability `noise` it plays a
-    uniformly random legal move instead, which is played but is not a target, so the student sees the
-    positions a mistake (its own or the opponent's) leads to, and minimax's answer from each of them.
-    Noise-free games are always draws.
+    The seat to move plays an optimal move; with probability `noise` it plays a uniformly random legal
+    move instead, which is played but is not a target, so the student sees the positions a mistake (its
+    own or the opponent's) leads to, and minimax's answer from each of them. Noise-free games are always
+    draws. `tie_break`: "random" (uniform among the optimal moves, `env.opponent_action(.., "minimax")`)
+    or "first" (the lowest-numbered optimal cell: every target is a function of the board, so a student's
+    loss can reach zero instead of the ~0.9 nats a move of the random tie-break).
     """
+    from jaxmarl_llm.envs.text.tic_tac_toe import board_code
+
+    if tie_break not in ("random", "first"):
+        raise ValueError(f"minimax_selfplay tie_break must be 'random' or 'first', got {tie_break!r}")
+
+    def optimal(key, state):
+        if tie_break == "random":
+            return env.opponent_action(key, state, "minimax")
+        return env.move_action(state, jnp.argmax(env.best[board_code(state.board)]).astype(jnp.int32))
 
     def init(state) -> jax.Array:
         return jnp.zeros((), jnp.int32)  # stateless: the board is in the env state
@@ -108,7 +119,7 @@ def minimax_selfplay(env, noise: float = 0.0) -> Script:
     def act(key, memory, state):
         k_explore, k_random, k_best = jax.random.split(key, 3)
         explore = jax.random.uniform(k_explore) < noise
-        best = env.opponent_action(k_best, state, "minimax")
+        best = optimal(k_best, state)
         rand = env.opponent_action(k_random, state, "random")
         action = jax.tree.map(lambda r, b: jnp.where(explore, r, b), rand, best)
         return action, jnp.broadcast_to(~explore, (env.num_agents,)), memory

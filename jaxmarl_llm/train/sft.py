@@ -274,7 +274,7 @@ def optimizer(num_updates: int, warmup_updates: int, anneal_lr: bool):
 
 
 def make_train(config, env=None) -> SFTTrainer:
-    tokenizer = build_tokenizer(config.tokenizer)
+    tokenizer = build_tokenizer(config.tokenizer, config.env_name, config.env_kwargs)
     if env is None:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
     source = str(config.source)

@@ -59,8 +59,20 @@ def board_code(board: jax.Array) -> jax.Array:
     return jnp.sum(board * POW3).astype(jnp.int32)
 
 
-def board_picture(board) -> str:
-    marks = [".XO"[v] if v else str(i + 1) for i, v in enumerate(board)]
+BOARD_STYLES = ("grid", "tagged")
+
+
+def board_picture(board, style: str = "grid") -> str:
+    """Three rows; an empty cell shows its number. `grid` marks a taken cell `X`, `tagged` as `X5`.
+
+    Why `tagged`: a from-scratch model reads the cells with attention, whose values
+    carry no position under RoPE; in `X5` every piece says what is where, so one
+    head averaging the last board already knows the whole position.
+    """
+    if style not in BOARD_STYLES:
+        raise ValueError(f"board style must be one of {BOARD_STYLES}, got {style!r}")
+    tag = style == "tagged"
+    marks = [".XO"[v] + (str(i + 1) if tag else "") if v else str(i + 1) for i, v in enumerate(board)]
     return "".join("\n" + "|".join(marks[r * 3 : r * 3 + 3]) for r in range(3)) + "\n"
 
 
@@ -148,8 +160,9 @@ class TicTacToeState(TextState):
 class TicTacToe(TextEnv):
 
     max_movers = 1  # turn-based: one seat writes per step
-    def __init__(self, tokenizer=None, capacity: int = 640, max_action_tokens: int = 8):
+    def __init__(self, tokenizer=None, capacity: int = 640, max_action_tokens: int = 8, board: str = "grid"):
         super().__init__(tokenizer, ("x", "o"), capacity, max_action_tokens)
+        self.board_style = board
         # feedback row 2*r + agent: the board (r-th reachable position) after a legal move and that
         # agent's status line; the last two rows: the mover's / the opponent's line after an illegal move.
         boards = reachable_boards()
@@ -157,12 +170,12 @@ class TicTacToe(TextEnv):
         self.row_of_code[[int(np.dot(b, POW3)) for b in boards]] = np.arange(len(boards))
         self.row_of_code = jnp.asarray(self.row_of_code)
         self._illegal_row = 2 * len(boards)
-        texts = [board_picture(b) + STATUS[status_after(b, a)] for b in boards for a in (0, 1)]
+        texts = [board_picture(b, board) + STATUS[status_after(b, a)] for b in boards for a in (0, 1)]
         texts += ["\n" + STATUS[ILLEGAL_YOU], "\n" + STATUS[ILLEGAL_THEM]]
         self.feedback = self.codec.table_from_ids(encode_many(self.codec, texts))
         self.moves = self._action_table([f"Move: {i + 1}" for i in range(9)])
         self.best = jnp.asarray(minimax_table())
-        empty = board_picture((0,) * 9)
+        empty = board_picture((0,) * 9, board)
         prompts = [
             self.codec.encode(PROMPT.format(mark="X")) + self.codec.encode(empty) + self.codec.encode(STATUS[YOUR_MOVE]),
             self.codec.encode(PROMPT.format(mark="O")) + self.codec.encode(empty) + self.codec.encode(STATUS[THEIR_MOVE]),
