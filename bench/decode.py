@@ -86,6 +86,43 @@ def bench_model(name: str, batches: list[int], prompt: int, new: int, repeats: i
     return rows
 
 
+def gemm_rows(batch: int, repeats: int = 20) -> list[dict]:
+    """The Qwen3-0.6B decode step's matmuls alone: XLA:CPU's dot vs PyTorch's (oneDNN/MKL), same shapes.
+
+    At batch 32 a 0.6B decode step is ~38 GFLOP of these products, so their speed
+    bounds what any CPU decode loop reaches; the weighted ratio is that bound.
+    """
+    import torch
+
+    h = QWEN3_06B_HF
+    q, kv = h["num_attention_heads"] * h["head_dim"], h["num_key_value_heads"] * h["head_dim"]
+    # (name, in, out, uses per step)
+    shapes = [("q_proj", h["hidden_size"], q, h["num_hidden_layers"]),
+              ("k_proj / v_proj", h["hidden_size"], kv, 2 * h["num_hidden_layers"]),
+              ("o_proj", q, h["hidden_size"], h["num_hidden_layers"]),
+              ("gate_proj / up_proj", h["hidden_size"], h["intermediate_size"], 2 * h["num_hidden_layers"]),
+              ("down_proj", h["intermediate_size"], h["hidden_size"], h["num_hidden_layers"]),
+              ("lm_head", h["hidden_size"], h["vocab_size"], 1)]
+    rng = np.random.RandomState(0)
+    dot = jax.jit(lambda x, w: x @ w)
+    rows = []
+    for name, n_in, n_out, uses in shapes:
+        x = rng.randn(batch, n_in).astype(np.float32)
+        w = (rng.randn(n_in, n_out) * 0.02).astype(np.float32)
+        jx, jw = jnp.asarray(x), jnp.asarray(w)
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        n = max(2, repeats // (10 if n_out > 10_000 else 1))
+        dot(jx, jw).block_until_ready()
+        t_ours = _time(lambda: dot(jx, jw).block_until_ready(), n)
+        with torch.no_grad():
+            tx @ tw
+            t_theirs = _time(lambda: tx @ tw, n)
+        flop = 2.0 * batch * n_in * n_out
+        rows.append(dict(name=name, shape=f"[{batch}, {n_in}] x [{n_in}, {n_out}]", uses=uses, ours=flop / t_ours / 1e9,
+                         theirs=flop / t_theirs / 1e9, t_ours=t_ours * uses, t_theirs=t_theirs * uses))
+    return rows
+
+
 def memory_figure(agents: int, rank: int, batch: int, max_len: int, dtype: str) -> dict:
     """Bytes XLA plans for A-agent generation on one shared base, vs base + A x adapter + cache."""
     cfg = config.PRESETS["qwen3-0.6b"].replace(dtype=dtype, param_dtype=dtype)
@@ -124,6 +161,7 @@ def main():
     ap.add_argument("--big-new", type=int, default=8, help="new tokens for the 0.6B model (CPU time)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--agents", type=int, default=4)
+    ap.add_argument("--gemm-batch", type=int, default=32, help="batch of the 0.6B matmul table (0: skip it)")
     ap.add_argument("--out", default="", help="also write the markdown tables to this file")
     args = ap.parse_args()
     import torch
@@ -150,6 +188,15 @@ def main():
                  f"{mib(half['base'])} | {mib(m['adapter'])} | {mib(half['cache'])} | "
                  f"{mib(half['base'] + m['agents'] * m['adapter'] + half['cache'])} | n/a on CPU (XLA:CPU upcasts "
                  f"bf16 dots to f32) | |")
+    if args.gemm_batch:
+        g = gemm_rows(args.gemm_batch)
+        lines += ["", "| Qwen3-0.6B matmul | shape | per step | XLA:CPU GFLOP/s | PyTorch GFLOP/s | ratio |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['name']} | {r['shape']} | {r['uses']} | {r['ours']:.1f} | {r['theirs']:.1f} | "
+                  f"{r['ours'] / r['theirs']:.2f}x |" for r in g]
+        t_ours, t_theirs = sum(r["t_ours"] for r in g), sum(r["t_theirs"] for r in g)
+        lines.append(f"| all of one decode step | | | {t_ours * 1e3:.0f} ms | {t_theirs * 1e3:.0f} ms | "
+                     f"{t_theirs / t_ours:.2f}x |")
     table = "\n".join(lines)
     print("\n" + table)
     if args.out:

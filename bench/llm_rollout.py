@@ -5,7 +5,8 @@
     python bench/llm_rollout.py --model runs/sft_tic_tac_toe/model   # a model that plays legal moves
 
 Same tiny random Qwen3 (built with `transformers`, saved as safetensors, loaded
-by `jaxmarl_llm.models.hf`), same character tokenizer, same prompts and rules.
+by `jaxmarl_llm.models.hf`), same tokenizer and board pictures as configs/tic_tac_toe.py
+(word pieces, `X5`-tagged boards), same prompts and rules.
 One iteration = play `--games` games of self-play (learner vs a frozen snapshot,
 learner's seat drawn per group of 8) to the end, then one GRPO step on the
 learner's tokens (rank-16 LoRA on all projections, Adam).
@@ -38,15 +39,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from configs.tic_tac_toe import get_config  # noqa: E402
 from jaxmarl_llm.envs.text import tic_tac_toe as ttt  # noqa: E402
-from jaxmarl_llm.tokenizers import CharTokenizer  # noqa: E402
+from jaxmarl_llm.train.lm_rl import build_tokenizer  # noqa: E402
 
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 # ---- ours -----------------------------------------------------------------------------------------
 def bench_ours(model_dir: str, games: int, iters: int) -> dict:
-    from configs.tic_tac_toe import get_config
     from jaxmarl_llm.train import lm_rl
     from jaxmarl_llm.train import mesh as mesh_lib
     from jaxmarl_llm.train.config import validate_lm_rl
@@ -79,8 +80,9 @@ def bench_ours(model_dir: str, games: int, iters: int) -> dict:
 class Game:
     """One tic-tac-toe game as strings, the same text our env builds."""
 
-    def __init__(self):
-        empty = ttt.board_picture((0,) * 9)
+    def __init__(self, style: str):
+        self.style = style
+        empty = ttt.board_picture((0,) * 9, style)
         self.board = [0] * 9
         self.text = [ttt.PROMPT.format(mark=m) + empty + ttt.STATUS[s] for m, s in (("X", ttt.YOUR_MOVE), ("O", ttt.THEIR_MOVE))]
         self.mover, self.done, self.ret = 0, False, [0.0, 0.0]
@@ -99,7 +101,7 @@ class Game:
             return
         self.board[cell] = me + 1
         for a in (0, 1):
-            self.text[a] += ttt.board_picture(self.board) + ttt.STATUS[ttt.status_after(self.board, a)]
+            self.text[a] += ttt.board_picture(self.board, self.style) + ttt.STATUS[ttt.status_after(self.board, a)]
         w = ttt._py_winner(self.board)
         if w:
             self.ret[me], self.ret[1 - me] = 1.0, -1.0
@@ -112,7 +114,8 @@ def bench_torch(model_dir: str, games: int, iters: int, group: int = 8) -> dict:
     import torch
     import transformers
 
-    tok = CharTokenizer()
+    config = get_config()
+    tok, style = _tokenizer(), config.env_kwargs.get("board", "grid")
     base = transformers.AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager").float()
     learner = peft.get_peft_model(base, peft.LoraConfig(r=16, lora_alpha=32, target_modules=list(TARGETS), lora_dropout=0.0))
     snapshot = copy.deepcopy(learner).eval()  # the pool's frozen opponent
@@ -134,7 +137,7 @@ def bench_torch(model_dir: str, games: int, iters: int, group: int = 8) -> dict:
                 for row in out]
 
     def iteration() -> tuple[int, int]:
-        gs = [Game() for _ in range(games)]
+        gs = [Game(style) for _ in range(games)]
         seat = np.repeat(rng.integers(0, 2, games // group), group)
         samples, turns, tokens = [], 0, 0  # (game, prompt ids, reply ids)
         while any(not g.done for g in gs):
@@ -184,11 +187,16 @@ def bench_torch(model_dir: str, games: int, iters: int, group: int = 8) -> dict:
                 tokens=tokens / seconds, compile_s=0.0, mean_turns=turns / (iters * games))
 
 
+def _tokenizer():
+    c = get_config()
+    return build_tokenizer(c.tokenizer, c.env_name, c.env_kwargs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--games", type=int, default=16)
     ap.add_argument("--iters", type=int, default=3)
-    ap.add_argument("--model", default="", help="local HF folder (char tokenizer); default: a random tiny Qwen3")
+    ap.add_argument("--model", default="", help="local HF folder (configs/tic_tac_toe.py's tokenizer); default: a random tiny Qwen3")
     args = ap.parse_args()
     import torch
 
@@ -200,7 +208,7 @@ def main():
         if args.model:
             path = args.model
         else:
-            build_hf_model("qwen3", path, vocab_size=CharTokenizer().vocab_size, max_position_embeddings=1024)
+            build_hf_model("qwen3", path, vocab_size=_tokenizer().vocab_size, max_position_embeddings=1024)
         # the peer at its best thread count (torch's 2-thread ops suffer most when a core is shared)
         peers = []
         for threads in sorted({1, os.cpu_count() or 1}):

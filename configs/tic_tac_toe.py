@@ -42,7 +42,8 @@ from jaxmarl_llm.train.config import lm_rl_defaults
 def get_config():
     c = lm_rl_defaults()
     c.env_name = "text/tic_tac_toe"
-    c.env_kwargs = {"capacity": 640, "max_action_tokens": 8}
+    c.tokenizer = "word"  # the SFT stage's tokenizer: whole words, `X5` one piece
+    c.env_kwargs = {"capacity": 384, "max_action_tokens": 8, "board": "tagged"}  # longest game: 344 tokens
     c.algo = "grpo"
     c.share_policy = True
     c.opponent_pool.size = 4

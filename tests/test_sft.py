@@ -434,23 +434,26 @@ def versus_builtin(trainer, state, opponent: str, episodes_per_seat: int, seed: 
 
 @pytest.mark.slow
 def test_recipe_sft_tic_tac_toe_draws_minimax_and_beats_random(tmp_path):
-    """configs/sft_tic_tac_toe.py alone (greedy): loses <= 5% against random, draws >= 80% against minimax.
-
-    The target of the issue; not met yet at this budget (see configs/sft_tic_tac_toe.py for the measured numbers).
-    """
+    """configs/sft_tic_tac_toe.py then its `polish` stage (greedy): loses <= 5% against random, draws >= 80%
+    against minimax (the issue's target; ~40 min on 2 cores; measured numbers in configs/sft_tic_tac_toe.py)."""
     from configs import sft_tic_tac_toe
 
-    config = sft_tic_tac_toe.get_config()
-    config.run.out_dir, config.run.progress = str(tmp_path / "sft"), False
-    config.run.tensorboard, config.run.plot = False, False
-    result = entry.train_from_config(config)
+    for variant, out in (("", "sft"), ("polish", "polish")):
+        config = sft_tic_tac_toe.get_config(variant)
+        if variant:
+            config.model.checkpoint = str(tmp_path / "sft" / "model")
+        config.run.out_dir, config.run.progress = str(tmp_path / out), False
+        config.run.tensorboard, config.run.plot = False, False
+        config.mesh.num_devices = 1  # as on the command line (conftest forces 8 host devices)
+        result = entry.train_from_config(config)
     trainer = sft.make_train(config)
-    vs_random = versus_builtin(trainer, result["state"], "random", 100)
-    vs_minimax = versus_builtin(trainer, result["state"], "minimax", 100)
+    vs_random = versus_builtin(trainer, result["state"], "random", 200)
+    vs_minimax = versus_builtin(trainer, result["state"], "minimax", 200)
     print("vs random:", vs_random, "\nvs minimax:", vs_minimax)
     assert vs_random["overall"]["loss"] <= 0.05, vs_random
     assert vs_minimax["overall"]["draw"] >= 0.8, vs_minimax
     assert vs_random["overall"]["illegal"] <= 0.02 and vs_minimax["overall"]["illegal"] <= 0.02
+
 
 def _one_and_eight_devices_agree(make_config, names):
     """Two updates of `make_config()` on 1 and on 8 forced host devices: same weights, same metrics `names`."""

@@ -8,6 +8,10 @@ a status line ("Your move.", "You win." ...). Rewards: win +1 / loss -1, draw
 opponent gets 0). Self-play with one shared policy (the seat is in the prompt)
 or one adapter per seat are both just two agent slots to the trainer.
 
+`board="grid"` draws a taken cell as `X`, `board="tagged"` as `X5` (each cell
+names its number: what a small from-scratch model reads best, with
+`tokenizer="word"` one id per cell; configs/tic_tac_toe.py uses it).
+
 `opponent_action(key, state, "random" | "minimax")` gives built-in evaluation
 opponents; minimax is exact (a table over every position, solved at import).
 Board pictures for all 3**9 boards are encoded once when the env is built.
