@@ -55,6 +55,7 @@ def bench_ours(model_dir: str, games: int, iters: int) -> dict:
     c = get_config()
     c.model.checkpoint = model_dir
     c.num_envs, c.mesh.num_devices = games, 1
+    c.kl_coef = 0.0  # the peer's GRPO step has no KL term: the same work on both sides
     validate_lm_rl(c)
     trainer = lm_rl.make_train(c)
     mesh = mesh_lib.make_mesh(1)
