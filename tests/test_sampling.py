@@ -68,6 +68,32 @@ def test_stop_ids_end_rows_and_mask_the_rest(params):
     np.testing.assert_array_equal(mask[1], np.arange(10) <= end1)
 
 
+@pytest.mark.parametrize("per_row_keys", [False, True])
+def test_decode_stops_stepping_once_every_row_has_stopped(per_row_keys):
+    """A stub model that says token 3 (the stop id) at a row's own step: the loop runs exactly as many model
+    steps as the slowest row needs (not max_new_tokens), and the outputs are those of all M steps."""
+    vocab, m = 8, 10
+    stop_at = jnp.asarray([2, 4, 1], jnp.int32)  # row b samples its stop at decode index stop_at[b]
+
+    def logits_for(index):  # [B, V]: token 3 where this index is the row's stop, else token 5
+        tok = jnp.where(index == stop_at, 3, 5)
+        return jnp.where(jax.nn.one_hot(tok, vocab) > 0, 0.0, -1e9)
+
+    def step_fn(tok, cache):
+        calls, index = cache
+        return logits_for(index + 1), (calls + 1, index + 1)
+
+    key = jax.random.split(jax.random.key(0), 3) if per_row_keys else jax.random.key(0)
+    toks, lps, mask, (calls, _) = jax.jit(lambda k: sampling.decode(
+        k, logits_for(jnp.int32(0)), (jnp.int32(0), jnp.int32(0)), step_fn, max_new_tokens=m, temperature=1.0,
+        stop_ids=(3,), pad_id=0))(key)
+    assert int(calls) == int(stop_at.max())  # the step that samples the slowest row's stop is the last
+    for b, s in enumerate(np.asarray(stop_at)):
+        np.testing.assert_array_equal(np.asarray(toks[b]), [5] * s + [3] + [0] * (m - s - 1))
+        np.testing.assert_array_equal(np.asarray(mask[b]), np.arange(m) <= s)
+        assert np.all(np.asarray(lps[b, s + 1:]) == 0) and np.allclose(np.asarray(lps[b, : s + 1]), 0.0, atol=1e-5)
+
+
 def test_vmap_over_agents_and_inside_scan(params):
     lcfg = L.LoraConfig(rank=2, alpha=4.0, targets=("q", "up"))
     lora = L.init_lora(jax.random.key(2), CFG, lcfg, num_agents=2)

@@ -364,6 +364,20 @@ def test_sft_twenty_questions_learns_the_opening_question():
     assert accuracy[-5:].mean() >= 0.5, accuracy
 
 
+def test_sft_tic_tac_toe_learns_minimax_moves_from_tagged_boards():
+    """The recipe's stage 1, shortened: 40 updates of configs/sft_tic_tac_toe.py lift the teacher-forced move
+    accuracy from chance (~0.15) past 0.4 (the old char/`X` setup stayed at ~0.2 for 400 updates)."""
+    from configs import sft_tic_tac_toe
+
+    config = sft_tic_tac_toe.get_config()
+    config.num_envs, config.total_episodes, config.mesh.num_devices = 16, 16 * 40, 1
+    trainer = sft.make_train(config)
+    _, metrics = _run(trainer, trainer.num_updates)
+    accuracy = np.asarray(metrics["move_accuracy"])
+    assert accuracy[:3].mean() < 0.25, accuracy
+    assert accuracy[-5:].mean() > 0.4, accuracy
+
+
 @pytest.mark.parametrize(
     "key,value,match",
     [("env_name", "text/debate", "config.env_name"), ("num_envs", 0, "config.num_envs"),

@@ -1,4 +1,4 @@
-"""Jitted generation: padded prefill into a KV cache, then a `lax.scan` of one-token decode steps.
+"""Jitted generation: padded prefill into a KV cache, then a `lax.while_loop` of one-token decode steps (it stops when every row has stopped).
 
     generate(key, params, lora, prompt_tokens [B, L], prompt_lengths [B], cfg, *,
              max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, stop_ids=(),
@@ -142,19 +142,28 @@ def decode(key: jax.Array, logits: jax.Array, cache: Any, step_fn, *, max_new_to
     tok0, lp0 = draw(keys[0], logits)
     done0 = _is_stop(tok0, stop_ids)
 
-    def step(carry, k):
-        cache, tok, done = carry
+    tokens = jnp.full((b, max_new_tokens), pad_id, tok0.dtype).at[:, 0].set(tok0)  # [B, M]
+    logprobs = jnp.zeros((b, max_new_tokens), lp0.dtype).at[:, 0].set(lp0)
+    mask = jnp.zeros((b, max_new_tokens), bool).at[:, 0].set(True)
+
+    # A while loop, not a scan: it stops once every row has hit a stop id (a `Move: 5` reply of 5 tokens
+    # does not pay for max_new_tokens decode steps). Finished rows would only add pads, so the outputs
+    # are those of running all M steps; the cache is not written past the last real token.
+    def more(carry):
+        i, _, _, done, _ = carry
+        return (i < max_new_tokens) & ~jnp.all(done)
+
+    def step(carry):
+        i, cache, tok, done, (tokens, logprobs, mask) = carry
         logits, cache = step_fn(tok, cache)
-        new, lp = draw(k, logits)
+        new, lp = draw(keys[i], logits)
         new = jnp.where(done, pad_id, new)
         lp = jnp.where(done, 0.0, lp)
-        real = ~done
-        return (cache, new, done | _is_stop(new, stop_ids)), (new, lp, real)
+        out = (tokens.at[:, i].set(new), logprobs.at[:, i].set(lp), mask.at[:, i].set(~done))
+        return i + 1, cache, new, done | _is_stop(new, stop_ids), out
 
-    (cache, _, _), (toks, lps, real) = jax.lax.scan(step, (cache, tok0, done0), keys[1:])
-    tokens = jnp.concatenate([tok0[:, None], toks.T], axis=1)  # [B, M]
-    logprobs = jnp.concatenate([lp0[:, None], lps.T], axis=1)
-    mask = jnp.concatenate([jnp.ones((b, 1), bool), real.T], axis=1)
+    init = (jnp.int32(1), cache, tok0, done0, (tokens, logprobs, mask))
+    _, cache, _, _, (tokens, logprobs, mask) = jax.lax.while_loop(more, step, init)
     return tokens, logprobs, mask, cache
 
 
