@@ -2,7 +2,7 @@
 
     python bench/llm_rollout.py                      # 16 games per iteration, 3 timed iterations each side
     python bench/llm_rollout.py --games 32 --iters 5
-    python bench/llm_rollout.py --model runs/sft_tic_tac_toe/model   # a model that plays legal moves
+    python bench/llm_rollout.py --model runs/sft_tic_tac_toe_polish/model   # the SFT model: 9-move games
 
 Same tiny random Qwen3 (built with `transformers`, saved as safetensors, loaded
 by `jaxmarl_llm.models.hf`), same tokenizer and board pictures as configs/tic_tac_toe.py
