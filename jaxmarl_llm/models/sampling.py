@@ -142,6 +142,18 @@ def decode(key: jax.Array, logits: jax.Array, cache: Any, step_fn, *, max_new_to
     tok0, lp0 = draw(keys[0], logits)
     done0 = _is_stop(tok0, stop_ids)
 
+    if not stop_ids:  # nothing can stop a row: a plain scan of M - 1 steps (cheaper than the loop below)
+        def step(carry, k):
+            cache, tok = carry
+            logits, cache = step_fn(tok, cache)
+            new, lp = draw(k, logits)
+            return (cache, new), (new, lp)
+
+        (cache, _), (toks, lps) = jax.lax.scan(step, (cache, tok0), keys[1:])
+        tokens = jnp.concatenate([tok0[:, None], toks.T], axis=1)  # [B, M]
+        logprobs = jnp.concatenate([lp0[:, None], lps.T], axis=1)
+        return tokens, logprobs, jnp.ones((b, max_new_tokens), bool), cache
+
     tokens = jnp.full((b, max_new_tokens), pad_id, tok0.dtype).at[:, 0].set(tok0)  # [B, M]
     logprobs = jnp.zeros((b, max_new_tokens), lp0.dtype).at[:, 0].set(lp0)
     mask = jnp.zeros((b, max_new_tokens), bool).at[:, 0].set(True)
