@@ -1,4 +1,5 @@
-"""Jitted generation: padded prefill into a KV cache, then a `lax.while_loop` of one-token decode steps (it stops when every row has stopped).
+"""Jitted generation: padded prefill into a KV cache, then one-token decode steps (a `lax.scan`; with
+stop ids a `lax.while_loop` that ends once every row has stopped).
 
     generate(key, params, lora, prompt_tokens [B, L], prompt_lengths [B], cfg, *,
              max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, stop_ids=(),
