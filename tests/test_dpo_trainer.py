@@ -239,8 +239,11 @@ def test_eight_devices_match_one():
         outs.append((jax.device_get(state.trainable), jax.device_get(metrics)))
     for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
-    for name in ("loss", "reward_margin", "accuracy", "logp_gap"):
+    for name in ("loss", "reward_margin", "logp_gap"):
         np.testing.assert_allclose(outs[0][1][name], outs[1][1][name], rtol=1e-5, atol=1e-6)
+    # accuracy counts margins > 0; at update 0 the policy is the reference, every margin is float noise
+    # around 0 and its sign follows the reduction order, so only later updates are compared
+    np.testing.assert_allclose(outs[0][1]["accuracy"][1:], outs[1][1]["accuracy"][1:])
 
 
 @pytest.mark.slow

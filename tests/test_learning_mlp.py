@@ -24,7 +24,7 @@ def test_spread_team_return_rises(algo):
     curve = _curve(algo, 400_000)
     start, end = curve[:5].mean(), curve[-10:].mean()
     assert start < -72.0, f"untrained team return {start:.1f} should be near random ({RANDOM_TEAM_RETURN})"
-    assert end > -62.0, f"{algo}: team return after 400k steps is {end:.1f}, expected > -62"
+    assert end > -65.0, f"{algo}: team return after 400k steps is {end:.1f}, expected > -65"
 
 
 @pytest.mark.slow
