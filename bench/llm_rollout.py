@@ -9,7 +9,8 @@ by `jaxmarl_llm.models.hf`), same tokenizer and board pictures as configs/tic_ta
 (word pieces, `X5`-tagged boards), same prompts and rules.
 One iteration = play `--games` games of self-play (learner vs a frozen snapshot,
 learner's seat drawn per group of 8) to the end, then one GRPO step on the
-learner's tokens (rank-16 LoRA on all projections, Adam).
+learner's tokens (rank-16 LoRA on all projections, Adam): on our side the config's
+4 epochs x 4 minibatches become 1 x 1 (before session 5 ours did 16 steps to the peer's one).
 
   ours:  configs/tic_tac_toe.py through `lm_rl.sharded_chunk`: rollout (prefill + decode
          scan per turn), advantages and the update in one XLA program, `--iters` updates per call.
@@ -56,6 +57,7 @@ def bench_ours(model_dir: str, games: int, iters: int) -> dict:
     c.model.checkpoint = model_dir
     c.num_envs, c.mesh.num_devices = games, 1
     c.kl_coef = 0.0  # the peer's GRPO step has no KL term: the same work on both sides
+    c.update_epochs = c.num_minibatches = 1  # and it takes one step over all the games (the config: 4 x 4)
     validate_lm_rl(c)
     trainer = lm_rl.make_train(c)
     mesh = mesh_lib.make_mesh(1)

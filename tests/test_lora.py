@@ -56,6 +56,29 @@ def test_vmap_over_agents_equals_each_agent_alone(base):
     assert float(jnp.abs(out[0] - out[1]).max()) > 1e-3  # agents really differ
 
 
+def test_per_row_adapters_in_one_batched_call_equal_each_row_alone(base):
+    """lora leaves [N, B, in, r]: row b runs with its own adapter (what the rollout's movers use), with a cache."""
+    lora = _trained(L.init_lora(jax.random.key(3), CFG, LCFG, num_agents=A))  # [A, N, ...]
+    rows = jnp.asarray([2, 0, 1, 2])  # adapter of each row
+    per_row = jax.tree.map(lambda x: jnp.swapaxes(x[rows], 0, 1), lora)  # [N, B, ...]
+    tokens = _tokens((4, 6), seed=3)
+    cache = transformer.init_cache(CFG, 4, 16)
+    lengths = jnp.asarray([6, 3, 5, 1])
+    out, hid, c = transformer.forward_jit(base, tokens, CFG, lora=per_row, lora_scale=LCFG.scale, cache=cache,
+                                          num_new=lengths)
+    for b in range(4):
+        ref, ref_h, rc = transformer.forward_jit(base, tokens[b:b + 1], CFG, lora=L.agent(lora, int(rows[b])),
+                                                 lora_scale=LCFG.scale, cache=transformer.init_cache(CFG, 1, 16),
+                                                 num_new=lengths[b:b + 1])
+        n = int(lengths[b])
+        np.testing.assert_allclose(np.asarray(out[b, :n]), np.asarray(ref[0, :n]), atol=1e-5)
+        np.testing.assert_allclose(np.asarray(c["k"][:, b, :n]), np.asarray(rc["k"][:, 0, :n]), atol=1e-5)
+    same_tokens = jnp.broadcast_to(tokens[:1], (4, 6))
+    out2, _, _ = transformer.forward_jit(base, same_tokens, CFG, lora=per_row, lora_scale=LCFG.scale)
+    assert float(jnp.abs(out2[0] - out2[1]).max()) > 1e-3  # rows with different adapters really differ
+    np.testing.assert_allclose(np.asarray(out2[0]), np.asarray(out2[3]), atol=1e-6)  # same adapter, same row
+
+
 def test_merge_equals_adapter(base):
     lora = L.agent(_trained(L.init_lora(jax.random.key(2), CFG, LCFG, num_agents=A)), 2)
     tokens = _tokens((2, 9), seed=3)

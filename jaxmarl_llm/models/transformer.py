@@ -14,6 +14,7 @@ Entry points
     init_cache(cfg, batch, max_len) -> cache {"k","v": [N, B, S, Hkv, D], "lengths": [B]}
     forward(params, tokens, cfg, *, lora=None, lora_scale=1.0, cache=None,
             num_new=None, logit_index=None) -> (logits, hidden, cache)
+        lora leaves [N, in, r] (one adapter) or [N, B, in, r] (one per row)
     forward_jit: the same, jitted (cfg and lora_scale static), for eager callers
 
 Shapes: tokens [B, T] right-padded. Without a cache, token t sits at position
@@ -109,13 +110,21 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
 
 
 def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float) -> jax.Array:
-    """x [..., in] @ kernel [in, out] (+ bias) (+ scale * x @ A @ B)."""
+    """x [B, T, in] @ kernel [in, out] (+ bias) (+ scale * x @ A @ B).
+
+    A [in, r] / B [r, out] are shared by every row; A [B, in, r] / B [B, r, out] give each row its own
+    adapter (rows of one batch acting for different agents or opponent snapshots, in one batched call)."""
     y = jnp.einsum("...i,io->...o", x, p["kernel"].astype(x.dtype))
     if "bias" in p:
         y = y + p["bias"].astype(x.dtype)
     if lora is not None:
-        low = jnp.einsum("...i,ir->...r", x, lora["a"].astype(x.dtype))
-        y = y + scale * jnp.einsum("...r,ro->...o", low, lora["b"].astype(x.dtype))
+        a, b = lora["a"].astype(x.dtype), lora["b"].astype(x.dtype)
+        if a.ndim == 2:
+            low = jnp.einsum("...i,ir->...r", x, a)
+            y = y + scale * jnp.einsum("...r,ro->...o", low, b)
+        else:
+            low = jnp.einsum("bti,bir->btr", x, a)
+            y = y + scale * jnp.einsum("btr,bro->bto", low, b)
     return y
 
 

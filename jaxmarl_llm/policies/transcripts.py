@@ -51,19 +51,22 @@ def put_rows(cache: RowCache, rows: jax.Array, part: RowCache) -> RowCache:
     return RowCache(cache.k.at[:, rows].set(part.k), cache.v.at[:, rows].set(part.v), cache.seen.at[rows].set(part.seen))
 
 
-def _row_forward(policy: LMPolicy, base, adapters, tokens, k, v, start, logit_index, per_row: bool = True):
-    """Forward row b (tokens [B, T]) at positions start[b] + t against its own cache; adapters per row or shared."""
-    cfg, scale = policy.cfg, policy.lora.scale
+def _row_forward(policy: LMPolicy, base, lora, tokens, k, v, start, logit_index):
+    """Forward row b (tokens [B, T]) at positions start[b] + t against its own cache, in one batched call.
 
-    def one(lo, tok, kr, vr, s, li):
-        cache = {"k": kr[:, None], "v": vr[:, None], "lengths": s[None]}
-        logits, hidden, cache = forward(base, tok[None], cfg, lora=lo, lora_scale=scale, cache=cache,
-                                        logit_index=li[None])
-        return logits[0], hidden[0, li], cache["k"][:, 0], cache["v"][:, 0]
+    lora: None, shared leaves [N, in, r], or per-row leaves [N, B, in, r] (`_layer_major`)."""
+    cache = {"k": k, "v": v, "lengths": start}
+    logits, hidden, cache = forward(base, tokens, policy.cfg, lora=lora, lora_scale=policy.lora.scale, cache=cache,
+                                    logit_index=logit_index)
+    return logits, jnp.take_along_axis(hidden, logit_index[:, None, None], axis=1)[:, 0], cache["k"], cache["v"]
 
-    lora = None if adapters is None else adapters["lora"]
-    return jax.vmap(one, in_axes=(None if lora is None or not per_row else 0, 0, 1, 1, 0, 0), out_axes=(0, 0, 1, 1))(
-        lora, tokens, k, v, start, logit_index)
+
+def _layer_major(adapters, per_row: bool):
+    """The LoRA tree as `forward` reads it: per-row leaves [B, N, ...] -> [N, B, ...] (once per act)."""
+    if adapters is None:
+        return None
+    lora = adapters["lora"]
+    return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), lora) if per_row else lora
 
 
 def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array, length: jax.Array,
@@ -110,17 +113,18 @@ def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Arra
         k, v, logits, hidden = carry
         s = start + c * chunk
         last = jnp.clip(length - 1 - s, 0, chunk - 1)
-        lg, hd, k, v = _row_forward(policy, base, adapters, window(padded, jnp.minimum(s, l)), k, v, s, last, per_row)
+        lg, hd, k, v = _row_forward(policy, base, lora, window(padded, jnp.minimum(s, l)), k, v, s, last)
         here = (length - 1 >= s) & (length - 1 < s + chunk)  # [B] this chunk holds the row's last token
         return k, v, jnp.where(here[:, None], lg, logits), jnp.where(here[:, None], hd, hidden)
 
+    lora = _layer_major(adapters, per_row)
     v0 = jnp.zeros((b, policy.cfg.vocab_size), jnp.float32)
     h0 = jnp.zeros((b, policy.cfg.hidden_size), policy.cfg.compute_dtype)
     k, v, logits, hidden = jax.lax.fori_loop(0, num_chunks, prefill, (cache.k, cache.v, v0, h0))
 
     def step_fn(tok, kv):
         (k, v), pos = kv
-        lg, _, k, v = _row_forward(policy, base, adapters, tok[:, None], k, v, pos, jnp.zeros_like(pos), per_row)
+        lg, _, k, v = _row_forward(policy, base, lora, tok[:, None], k, v, pos, jnp.zeros_like(pos))
         return lg, ((k, v), pos + 1)
 
     toks, lps, mask, ((k, v), _) = decode(
