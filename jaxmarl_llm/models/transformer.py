@@ -109,6 +109,34 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
     return (weight.astype(jnp.float32) * xf).astype(x.dtype)
 
 
+@jax.custom_vjp
+def _low_rank(x: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
+    """x [..., in] @ A [in, r] @ B [r, out], with a hand-written backward.
+
+    Why: left to autodiff, XLA:CPU computes dB^T = dy^T @ low and materialises dy^T, fusing the
+    SwiGLU backward into that transposed copy, which ran at ~160 MB/s (79 ms for one [6272, 512]
+    activation of the tic-tac-toe loss). The same gradients written out below cut the MLP's
+    forward + backward from ~500 ms to ~300 ms on that shape (equal to 1e-6, relative)."""
+    return jnp.einsum("...r,ro->...o", jnp.einsum("...i,ir->...r", x, a), b)
+
+
+def _low_rank_fwd(x, a, b):
+    low = jnp.einsum("...i,ir->...r", x, a)
+    return jnp.einsum("...r,ro->...o", low, b), (x, a, b, low)
+
+
+def _low_rank_bwd(res, dy):
+    x, a, b, low = res
+    dlow = jnp.einsum("...o,ro->...r", dy, b)
+    db = jnp.einsum("...r,...o->ro", low, dy)
+    da = jnp.einsum("...i,...r->ir", x, dlow)
+    dx = jnp.einsum("...r,ir->...i", dlow, a)
+    return dx, da, db
+
+
+_low_rank.defvjp(_low_rank_fwd, _low_rank_bwd)
+
+
 def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float) -> jax.Array:
     """x [B, T, in] @ kernel [in, out] (+ bias) (+ scale * x @ A @ B).
 
@@ -120,8 +148,7 @@ def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float) -> jax.A
     if lora is not None:
         a, b = lora["a"].astype(x.dtype), lora["b"].astype(x.dtype)
         if a.ndim == 2:
-            low = jnp.einsum("...i,ir->...r", x, a)
-            y = y + scale * jnp.einsum("...r,ro->...o", low, b)
+            y = y + scale * _low_rank(x, a, b)
         else:
             low = jnp.einsum("bti,bir->btr", x, a)
             y = y + scale * jnp.einsum("btr,bro->bto", low, b)
