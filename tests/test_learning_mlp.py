@@ -21,10 +21,10 @@ def _curve(algo: str, timesteps: int) -> np.ndarray:
 
 @pytest.mark.parametrize("algo", ["ippo", "mappo"])
 def test_spread_team_return_rises(algo):
-    curve = _curve(algo, 400_000)
+    curve = _curve(algo, 600_000)  # lr 1e-3 (configs/spread_mlp.py): ~-60.5 here, ~-62 at 400k
     start, end = curve[:5].mean(), curve[-10:].mean()
     assert start < -72.0, f"untrained team return {start:.1f} should be near random ({RANDOM_TEAM_RETURN})"
-    assert end > -65.0, f"{algo}: team return after 400k steps is {end:.1f}, expected > -65"
+    assert end > -62.0, f"{algo}: team return after 600k steps is {end:.1f}, expected > -62"
 
 
 @pytest.mark.slow
