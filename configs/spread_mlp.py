@@ -8,8 +8,8 @@ changes three things, found with experiments/sweep.py (docs/benchmarks.md):
   - lr 1e-3 (4x): the bigger batch tolerates it. Not more: at 1.5e-3 and above
     some seeds collapse early (entropy falls, agents drift off and the team return
     sinks below the random policy's -80): 3 of 8 seeds at 1.5e-3, 2 of 4 at 2e-3, 1 of 4 at 3e-3,
-    0 of 8 at 1e-3 (400k-step vmapped sweeps, docs/benchmarks.md).
-Team return passes -61 after ~0.5M env steps and reaches about -47 at 3M.
+    0 of 12 at 1e-3 (400k-step vmapped sweeps, docs/benchmarks.md).
+Team return passes -61 after ~0.3M env steps and reaches about -47 at 3M.
 """
 
 from jaxmarl_llm.train.config import mlp_ppo_defaults

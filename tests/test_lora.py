@@ -64,12 +64,12 @@ def test_per_row_adapters_in_one_batched_call_equal_each_row_alone(base):
     tokens = _tokens((4, 6), seed=3)
     cache = transformer.init_cache(CFG, 4, 16)
     lengths = jnp.asarray([6, 3, 5, 1])
-    out, hid, c = transformer.forward_jit(base, tokens, CFG, lora=per_row, lora_scale=LCFG.scale, cache=cache,
-                                          num_new=lengths)
+    out, _, c = transformer.forward_jit(base, tokens, CFG, lora=per_row, lora_scale=LCFG.scale, cache=cache,
+                                        num_new=lengths)
     for b in range(4):
-        ref, ref_h, rc = transformer.forward_jit(base, tokens[b:b + 1], CFG, lora=L.agent(lora, int(rows[b])),
-                                                 lora_scale=LCFG.scale, cache=transformer.init_cache(CFG, 1, 16),
-                                                 num_new=lengths[b:b + 1])
+        ref, _, rc = transformer.forward_jit(base, tokens[b:b + 1], CFG, lora=L.agent(lora, int(rows[b])),
+                                             lora_scale=LCFG.scale, cache=transformer.init_cache(CFG, 1, 16),
+                                             num_new=lengths[b:b + 1])
         n = int(lengths[b])
         np.testing.assert_allclose(np.asarray(out[b, :n]), np.asarray(ref[0, :n]), atol=1e-5)
         np.testing.assert_allclose(np.asarray(c["k"][:, b, :n]), np.asarray(rc["k"][:, 0, :n]), atol=1e-5)
