@@ -2,8 +2,10 @@
 
     python bench/decode.py                       # tiny + Qwen3-0.6B-shaped, batch 1 and 32
     python bench/decode.py --models tiny --new 64
+    python bench/decode.py --models qwen3-0.6b --batches 32 --dtype bfloat16   # both sides in bf16
 
-Both sides: float32, greedy, prompt of --prompt random tokens, exactly --new
+Both sides: the same precision (--dtype, float32 by default; bf16 weights and compute on
+both with --dtype bfloat16, where greedy tokens may part ways after a near-tie), greedy, prompt of --prompt random tokens, exactly --new
 new tokens (no stop ids), timed end to end (prefill + decode) after one
 warm-up call (ours: compiled; theirs: caches warm). tokens/s = batch * new / s.
 Weights are random (nothing is downloaded): a `transformers` model is built
@@ -44,7 +46,7 @@ def _time(fn, repeats: int) -> float:
     return best
 
 
-def bench_model(name: str, batches: list[int], prompt: int, new: int, repeats: int) -> list[dict]:
+def bench_model(name: str, batches: list[int], prompt: int, new: int, repeats: int, dtype: str = "float32") -> list[dict]:
     import torch
 
     overrides = QWEN3_06B_HF if name == "qwen3-0.6b" else {}
@@ -52,7 +54,8 @@ def bench_model(name: str, batches: list[int], prompt: int, new: int, repeats: i
         t0 = time.perf_counter()
         model = build_hf_model("qwen3", path, init_std=0.02, **overrides)
         model.generation_config.eos_token_id = None
-        cfg, params = hf.load_pretrained(path)
+        cfg, params = hf.load_pretrained(path, dtype=dtype)
+        model = model.to(getattr(torch, dtype))
         print(f"[{name}] built + saved + loaded in {time.perf_counter() - t0:.1f}s "
               f"({transformer.num_params(params) / 1e6:.1f}M params)", flush=True)
     rows = []
@@ -76,7 +79,7 @@ def bench_model(name: str, batches: list[int], prompt: int, new: int, repeats: i
         ref = theirs()[:, prompt:].numpy()  # also the warm-up of both sides
         same = bool((np.asarray(ours()[0]) == ref).all())
         t_ours, t_theirs = _time(ours, max(repeats, 2)), _time(theirs, repeats)
-        row = dict(model=name, batch=b, ours=b * new / t_ours, theirs=b * new / t_theirs, same=same)
+        row = dict(model=name if dtype == "float32" else f"{name} ({dtype})", batch=b, ours=b * new / t_ours, theirs=b * new / t_theirs, same=same)
         row["speedup"] = row["ours"] / row["theirs"]
         print(f"[{name}] batch {b}: ours {row['ours']:.1f} tok/s, transformers {row['theirs']:.1f} tok/s, "
               f"x{row['speedup']:.2f}, tokens identical: {same}", flush=True)
@@ -160,6 +163,7 @@ def main():
     ap.add_argument("--big-prompt", type=int, default=8, help="prompt length for the 0.6B model (CPU time)")
     ap.add_argument("--big-new", type=int, default=8, help="new tokens for the 0.6B model (CPU time)")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weights and compute, both sides")
     ap.add_argument("--agents", type=int, default=4)
     ap.add_argument("--gemm-batch", type=int, default=32, help="batch of the 0.6B matmul table (0: skip it)")
     ap.add_argument("--out", default="", help="also write the markdown tables to this file")
@@ -172,7 +176,7 @@ def main():
     for name in args.models.split(","):
         big = name == "qwen3-0.6b"
         rows += bench_model(name, [int(b) for b in args.batches.split(",")], args.big_prompt if big else args.prompt,
-                            args.big_new if big else args.new, 1 if big else args.repeats)
+                            args.big_new if big else args.new, 1 if big else args.repeats, args.dtype)
     lines = ["| model | batch | ours tok/s | transformers tok/s | speedup | same tokens |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['model']} | {r['batch']} | {r['ours']:.1f} | {r['theirs']:.1f} | {r['speedup']:.2f}x | {r['same']} |"
               for r in rows]
