@@ -158,6 +158,21 @@ def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float) -> jax.A
     return y
 
 
+def _write_cache(cache: jax.Array, layer: jax.Array, rows: jax.Array, positions: jax.Array, new: jax.Array):
+    """cache[layer, rows, positions] = new (out-of-range positions dropped) -> (cache, cache[layer]).
+
+    A 16-bit float cache is written through the bits (uint16) of its one layer: XLA:CPU has no bf16
+    scatter and otherwise converts the whole cache to f32 and back around every layer's write."""
+    new = new.astype(cache.dtype)
+    if cache.dtype not in (jnp.bfloat16, jnp.float16):
+        cache = cache.at[layer, rows, positions].set(new, mode="drop")
+        return cache, cache[layer]
+    bits = jax.lax.bitcast_convert_type(cache[layer], jnp.uint16)  # [B, S, H, D]
+    bits = bits.at[rows, positions].set(jax.lax.bitcast_convert_type(new, jnp.uint16), mode="drop")
+    one = jax.lax.bitcast_convert_type(bits, cache.dtype)
+    return jax.lax.dynamic_update_index_in_dim(cache, one, layer, 0), one
+
+
 def lm_head(params: Params, hidden: jax.Array, cfg: ModelConfig) -> jax.Array:
     """hidden [..., D] -> float32 logits [..., V] (tied or untied head)."""
     hidden = hidden.astype(cfg.compute_dtype)
@@ -225,9 +240,9 @@ def forward(
             lp, ll, i = xs
 
             def kv_fn(k, v):
-                ck2 = ck.at[i, rows, positions].set(k.astype(ck.dtype), mode="drop")
-                cv2 = cv.at[i, rows, positions].set(v.astype(cv.dtype), mode="drop")
-                return ck2[i].astype(cdt), cv2[i].astype(cdt), (ck2, cv2)
+                ck2, k_all = _write_cache(ck, i, rows, positions, k)
+                cv2, v_all = _write_cache(cv, i, rows, positions, v)
+                return k_all.astype(cdt), v_all.astype(cdt), (ck2, cv2)
 
             x, (ck, cv) = block(x, lp, ll, kv_fn)
             return (x, ck, cv), None
