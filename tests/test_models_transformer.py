@@ -83,3 +83,19 @@ def test_config_validation_names_the_field():
         config.ModelConfig(family="gpt2")
     with pytest.raises(ValueError, match="num_kv_heads=3"):
         config.ModelConfig(num_heads=4, num_kv_heads=3)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+def test_cache_write_equals_a_plain_scatter_and_drops_overflow(dtype):
+    """16-bit caches are written through their bits; the result must be the scatter's, bit for bit."""
+    rng = np.random.default_rng(0)
+    cache = jnp.asarray(rng.normal(size=(3, 4, 6, 2, 5)), dtype)  # [L, B, S, H, D]
+    new = jnp.asarray(rng.normal(size=(4, 2, 2, 5)), jnp.float32)  # [B, T, H, D], cast on write
+    rows = jnp.arange(4)[:, None]
+    positions = jnp.asarray([[0, 1], [2, 3], [4, 5], [5, 6]])  # row 3's second token is past the end
+    got, layer = jax.jit(transformer._write_cache)(cache, jnp.int32(1), rows, positions, new)
+    want = cache.at[1, rows, positions].set(new.astype(dtype), mode="drop")
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(got.astype(jnp.float32)), np.asarray(want.astype(jnp.float32)))
+    np.testing.assert_array_equal(np.asarray(layer.astype(jnp.float32)), np.asarray(want[1].astype(jnp.float32)))
+    assert not np.array_equal(np.asarray(got[1]), np.asarray(cache[1]))  # the write happened
