@@ -5,9 +5,9 @@
     python bench/decode.py --models qwen3-0.6b --batches 32 --dtype bfloat16   # both sides in bf16
 
 Both sides: the same precision (--dtype, float32 by default; bf16 weights and compute on
-both with --dtype bfloat16, where greedy tokens may part ways after a near-tie), greedy, prompt of --prompt random tokens, exactly --new
-new tokens (no stop ids), timed end to end (prefill + decode) after one
-warm-up call (ours: compiled; theirs: caches warm). tokens/s = batch * new / s.
+both with --dtype bfloat16, where greedy tokens may part ways after a near-tie), greedy,
+prompt of --prompt random tokens, exactly --new new tokens (no stop ids), timed end to
+end (prefill + decode) after one warm-up call (ours: compiled; theirs: caches warm). tokens/s = batch * new / s.
 Weights are random (nothing is downloaded): a `transformers` model is built
 from a config, saved as safetensors, and loaded by `jaxmarl_llm.models.hf`.
 
@@ -79,7 +79,8 @@ def bench_model(name: str, batches: list[int], prompt: int, new: int, repeats: i
         ref = theirs()[:, prompt:].numpy()  # also the warm-up of both sides
         same = bool((np.asarray(ours()[0]) == ref).all())
         t_ours, t_theirs = _time(ours, max(repeats, 2)), _time(theirs, repeats)
-        row = dict(model=name if dtype == "float32" else f"{name} ({dtype})", batch=b, ours=b * new / t_ours, theirs=b * new / t_theirs, same=same)
+        label = name if dtype == "float32" else f"{name} ({dtype})"
+        row = dict(model=label, batch=b, ours=b * new / t_ours, theirs=b * new / t_theirs, same=same)
         row["speedup"] = row["ours"] / row["theirs"]
         print(f"[{name}] batch {b}: ours {row['ours']:.1f} tok/s, transformers {row['theirs']:.1f} tok/s, "
               f"x{row['speedup']:.2f}, tokens identical: {same}", flush=True)

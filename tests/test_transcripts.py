@@ -164,7 +164,7 @@ def _trainer(env_name, incremental, **kw):
     ("text/guess_number", {"env_kwargs": {"capacity": 320, "max_action_tokens": 12}, "rollout.min_score_width": 192,
                            "credit": "token", "clip_value": True}),
     ("text/cooperative_writing", {"env_kwargs": {"capacity": 256, "max_action_tokens": 8}, "num_turns": 5,
-                                  "sampling.temperature": 1.0, "rollout.min_score_width": 512, "critic.kind": "mappo"}),
+                                  "sampling.temperature": 1.0, "rollout.min_score_width": 256, "critic.kind": "mappo"}),
 ])
 def test_incremental_rollout_and_update_equal_reference(env_name, kw):
     """Same actions, log-probs and values turn by turn, and the same adapters after one PPO update (guess_number:

@@ -142,8 +142,8 @@ def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float) -> jax.A
 
     A [in, r] / B [r, out] are shared by every row; A [B, in, r] / B [B, r, out] give each row its own
     adapter (rows of one batch acting for different agents or opponent snapshots, in one batched call)."""
-    # float32 accumulation out of the dot, rounded once: XLA:CPU runs a bf16 x bf16 -> f32 product on its
-    # native bf16 path, but a bf16-out one ~2.2x slower (Zen 4, [32, 1024] x [1024, 3072]); same for f32 inputs
+    # float32 out of the dot, rounded once to x.dtype (a no-op in fp32): XLA:CPU runs bf16 x bf16 -> f32 on
+    # its native bf16 path but a bf16-out product ~2.2x slower (Zen 4, [32, 1024] x [1024, 3072])
     y = jnp.einsum("...i,io->...o", x, p["kernel"].astype(x.dtype), preferred_element_type=jnp.float32)
     if "bias" in p:
         y = y + p["bias"].astype(jnp.float32)
