@@ -66,6 +66,39 @@ def test_attention_is_causal_and_grouped():
         np.testing.assert_allclose(out[:, :, h], ref, atol=1e-5)
 
 
+def _naive_attention(q, k, v, pos):
+    """Per-head softmax attention, autodiff's business end to end (the reference for the hand-written VJP)."""
+    g = q.shape[2] // k.shape[2]
+    k, v = jnp.repeat(k, g, axis=2), jnp.repeat(v, g, axis=2)
+    s = jnp.einsum("bthd,bshd->bhts", q, k) / jnp.sqrt(q.shape[-1])
+    s = jnp.where((jnp.arange(k.shape[1])[None, None, :] <= pos[:, :, None])[:, None], s, -jnp.inf)
+    return jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(s, axis=-1), v)
+
+
+@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 2e-5), (jnp.bfloat16, 3e-2)])
+def test_attention_gradients_match_autodiff_of_the_naive_formula(dtype, tol):
+    # rows start at different cache offsets (S > T), as a prefill chunk after earlier turns does
+    ks = jax.random.split(jax.random.PRNGKey(3), 4)
+    b, t, s, hq, hkv, d = 3, 5, 11, 4, 2, 8
+    q = jax.random.normal(ks[0], (b, t, hq, d), dtype)
+    k = jax.random.normal(ks[1], (b, s, hkv, d), dtype)
+    v = jax.random.normal(ks[2], (b, s, hkv, d), dtype)
+    w = jax.random.normal(ks[3], (b, t, hq, d))
+    pos = jnp.array([0, 3, 6])[:, None] + jnp.arange(t)[None]
+
+    def loss(f):
+        return lambda q, k, v: jnp.sum(f(q, k, v, pos).astype(jnp.float32) * w)
+
+    f32 = lambda *xs: [x.astype(jnp.float32) for x in xs]  # noqa: E731
+    out, ref = attention.attention(q, k, v, pos), _naive_attention(*f32(q, k, v), pos)
+    np.testing.assert_allclose(np.asarray(out, np.float32), ref, atol=tol * float(jnp.max(jnp.abs(ref))))
+    grads = jax.grad(loss(attention.attention), argnums=(0, 1, 2))(q, k, v)
+    ref_grads = jax.grad(loss(_naive_attention), argnums=(0, 1, 2))(*f32(q, k, v))
+    assert all(g.dtype == dtype for g in grads)
+    for g, r in zip(grads, ref_grads):
+        np.testing.assert_allclose(np.asarray(g, np.float32), r, atol=tol * float(jnp.max(jnp.abs(r))))
+
+
 def test_llama3_rope_scaling_matches_transformers():
     pytest.importorskip("torch")
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS

@@ -10,6 +10,12 @@ query's position, so they are never seen.
 
 Backends: "xla" is the reference (einsum + float32 softmax). "pallas" and
 "cudnn" are reserved names; they raise until implemented.
+
+The "xla" backward is written by hand (flash-attention's formulas): it keeps the
+logsumexp per query and recomputes the [T, S] probabilities, where autodiff of the
+softmax stored them per layer and made several more passes over them. On the
+tic-tac-toe GRPO loss (16 episodes x 392 tokens, XLA:CPU) one step went ~0.50 s
+-> ~0.41 s; the residual memory no longer grows with T x S.
 """
 
 from __future__ import annotations
@@ -31,13 +37,57 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, q_positions: jax.Array, 
 
 def _xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, q_positions: jax.Array) -> jax.Array:
     b, t, hq, d = q.shape
-    s, hkv = k.shape[1], k.shape[2]
-    g = hq // hkv
-    qg = q.reshape(b, t, hkv, g, d)  # [B, T, Hkv, G, D]
-    scores = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32)  # [B, Hkv, G, T, S]
-    scores = scores * (d ** -0.5)
+    hkv = k.shape[2]
+    qg = q.reshape(b, t, hkv, hq // hkv, d)  # [B, T, Hkv, G, D]
+    out = _gqa(qg, k, v, q_positions)
+    return out.reshape(b, t, hq, d)
+
+
+def _masked_scores(qg, k, q_positions):
+    """Scaled scores [B, Hkv, G, T, S] in float32, -inf-like where the slot is after the query."""
+    d, s = qg.shape[-1], k.shape[1]
+    scores = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) * (d ** -0.5)
     visible = jnp.arange(s)[None, None, :] <= q_positions[:, :, None]  # [B, T, S]
-    scores = jnp.where(visible[:, None, None], scores, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs, v, preferred_element_type=jnp.float32)  # [B, T, Hkv, G, D]
-    return out.reshape(b, t, hq, d).astype(q.dtype)
+    return jnp.where(visible[:, None, None], scores, jnp.finfo(jnp.float32).min)
+
+
+@jax.custom_vjp
+def _gqa(qg, k, v, q_positions):
+    return _gqa_forward(qg, k, v, q_positions)[0]
+
+
+def _gqa_forward(qg, k, v, q_positions):
+    """-> (out [B, T, Hkv, G, D] in q's dtype, logsumexp [B, Hkv, G, T] float32).
+
+    The softmax is normalised after the value product (one pass less over the [T, S] tensor)."""
+    scores = _masked_scores(qg, k, q_positions)
+    top = jnp.max(scores, axis=-1, keepdims=True)
+    e = jnp.exp(scores - top)
+    total = jnp.sum(e, axis=-1)  # [B, Hkv, G, T]
+    out = jnp.einsum("bkgts,bskd->btkgd", e.astype(v.dtype), v, preferred_element_type=jnp.float32)
+    out = out / jnp.moveaxis(total, -1, 1)[..., None]
+    return out.astype(qg.dtype), top[..., 0] + jnp.log(total)
+
+
+def _gqa_fwd(qg, k, v, q_positions):
+    out, lse = _gqa_forward(qg, k, v, q_positions)
+    return out, (qg, k, v, q_positions, out, lse)
+
+
+def _gqa_bwd(res, dout):
+    """Softmax-attention gradients from the saved logsumexp (the [T, S] probabilities are recomputed,
+    not stored): dS = P * (dO V^T - rowsum(dO * O))."""
+    qg, k, v, q_positions, out, lse = res
+    d = qg.shape[-1]
+    p = jnp.exp(_masked_scores(qg, k, q_positions) - lse[..., None])  # [B, Hkv, G, T, S]
+    dout32 = dout.astype(jnp.float32)
+    dp = jnp.einsum("btkgd,bskd->bkgts", dout, v, preferred_element_type=jnp.float32)
+    delta = jnp.moveaxis(jnp.sum(dout32 * out.astype(jnp.float32), axis=-1), 1, -1)  # [B, Hkv, G, T]
+    ds = (p * (dp - delta[..., None]) * (d ** -0.5)).astype(qg.dtype)
+    dq = jnp.einsum("bkgts,bskd->btkgd", ds, k, preferred_element_type=jnp.float32).astype(qg.dtype)
+    dk = jnp.einsum("bkgts,btkgd->bskd", ds, qg, preferred_element_type=jnp.float32).astype(k.dtype)
+    dv = jnp.einsum("bkgts,btkgd->bskd", p.astype(v.dtype), dout, preferred_element_type=jnp.float32).astype(v.dtype)
+    return dq, dk, dv, None
+
+
+_gqa.defvjp(_gqa_fwd, _gqa_bwd)
