@@ -99,6 +99,23 @@ def test_attention_gradients_match_autodiff_of_the_naive_formula(dtype, tol):
         np.testing.assert_allclose(np.asarray(g, np.float32), r, atol=tol * float(jnp.max(jnp.abs(r))))
 
 
+def test_causal_blocks_equal_one_block_values_and_gradients():
+    ks = jax.random.split(jax.random.PRNGKey(4), 4)
+    b, t, hq, hkv, d = 2, 11, 4, 2, 8  # 11 = blocks of 4, 4, 3
+    q, k, v = (jax.random.normal(kk, (b, t, h, d)) for kk, h in zip(ks, (hq, hkv, hkv)))
+    w = jax.random.normal(ks[3], (b, t, hq, d))
+    pos = jnp.broadcast_to(jnp.arange(t), (b, t))
+
+    def run(block):
+        f = lambda q, k, v: jnp.sum(attention.attention(q, k, v, pos, causal_block=block) * w)  # noqa: E731
+        return attention.attention(q, k, v, pos, causal_block=block), jax.grad(f, argnums=(0, 1, 2))(q, k, v)
+
+    (out1, g1), (out4, g4) = run(0), run(4)
+    np.testing.assert_allclose(out4, out1, atol=1e-6)
+    for a, r in zip(g4, g1):
+        np.testing.assert_allclose(a, r, atol=1e-5)
+
+
 def test_llama3_rope_scaling_matches_transformers():
     pytest.importorskip("torch")
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS

@@ -26,9 +26,19 @@ import jax.numpy as jnp
 BACKENDS = ("xla", "pallas", "cudnn")
 
 
-def attention(q: jax.Array, k: jax.Array, v: jax.Array, q_positions: jax.Array, backend: str = "xla") -> jax.Array:
-    """q [B, T, Hq, D], k/v [B, S, Hkv, D], q_positions [B, T] (int) -> [B, T, Hq, D]."""
+def attention(q: jax.Array, k: jax.Array, v: jax.Array, q_positions: jax.Array, backend: str = "xla",
+              causal_block: int = 0) -> jax.Array:
+    """q [B, T, Hq, D], k/v [B, S, Hkv, D], q_positions [B, T] (int) -> [B, T, Hq, D].
+
+    causal_block > 0 promises a whole sequence (q_positions[b, t] == t, S == T, no cache): queries then go
+    in blocks of that many and block i reads only the keys up to its last query, so the masked upper
+    triangle is never computed (at T = 392 and blocks of 128: 66% of the score entries)."""
     if backend == "xla":
+        if 0 < causal_block < q.shape[1]:
+            t = q.shape[1]
+            return jnp.concatenate([_xla_attention(q[:, lo:lo + causal_block], k[:, :lo + causal_block],
+                                                   v[:, :lo + causal_block], q_positions[:, lo:lo + causal_block])
+                                    for lo in range(0, t, causal_block)], axis=1)
         return _xla_attention(q, k, v, q_positions)
     if backend in BACKENDS:
         raise NotImplementedError(f"attention backend {backend!r} is reserved but not implemented yet; use 'xla'")

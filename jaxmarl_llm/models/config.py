@@ -41,6 +41,7 @@ class ModelConfig:
     dtype: str = "float32"  # compute dtype: "float32" or "bfloat16"
     param_dtype: str = "float32"  # storage dtype of the weights
     attention_backend: str = "xla"  # "xla" now; "pallas" / "cudnn" later
+    attention_block: int = 128  # full-sequence forwards (no cache) attend in causal query blocks of this size (0: one)
     scan_unroll: int | bool = 1  # unroll of the scan over layers (True: fully unrolled, slower compile)
     bos_token_id: int | None = None
     eos_token_id: int | None = None

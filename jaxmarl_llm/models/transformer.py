@@ -216,7 +216,8 @@ def forward(
         q = apply_rope(q, positions, freq)
         k = apply_rope(k, positions, freq)
         k, v, state = kv_fn(k, v)
-        a = attention(q, k, v, positions, backend=cfg.attention_backend)  # [B, T, Hq, hd]
+        a = attention(q, k, v, positions, backend=cfg.attention_backend,
+                      causal_block=cfg.attention_block if cache is None else 0)  # [B, T, Hq, hd]
         x = x + _linear(a.reshape(b, t, cfg.q_size), lp["o"], ll.get("o"), lora_scale)
         h = rms_norm(x, lp["mlp_norm"], eps)
         gate = _linear(h, lp["gate"], ll.get("gate"), lora_scale)
