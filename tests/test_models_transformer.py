@@ -116,6 +116,18 @@ def test_causal_blocks_equal_one_block_values_and_gradients():
         np.testing.assert_allclose(a, r, atol=1e-5)
 
 
+def test_lora_branch_gradients_match_autodiff():
+    # the LoRA branch x @ A @ B has a hand-written backward (transformer._low_rank); plain einsums are the reference
+    ks = jax.random.split(jax.random.PRNGKey(5), 4)
+    x, a, b = jax.random.normal(ks[0], (3, 7, 12)), jax.random.normal(ks[1], (12, 4)), jax.random.normal(ks[2], (4, 9))
+    w = jax.random.normal(ks[3], (3, 7, 9))
+    ours = jax.grad(lambda *p: jnp.sum(transformer._low_rank(*p) * w), argnums=(0, 1, 2))(x, a, b)
+    ref = jax.grad(lambda x, a, b: jnp.sum(x @ a @ b * w), argnums=(0, 1, 2))(x, a, b)
+    for g, r in zip(ours, ref):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+
+
 def test_llama3_rope_scaling_matches_transformers():
     pytest.importorskip("torch")
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS

@@ -129,7 +129,9 @@ def _low_rank_bwd(res, dy):
     x, a, b, low = res
     dlow = jnp.einsum("...o,ro->...r", dy, b)
     db = jnp.einsum("...r,...o->ro", low, dy)
-    da = jnp.einsum("...i,...r->ir", x, dlow)
+    # dA^T = dlow^T x, transposed after: the big activation x is the dot's right operand as it lies, where
+    # x^T dlow had XLA:CPU copy x into a transposed [in, tokens] layout first (17 ms per [6272, 512] x)
+    da = jnp.einsum("...r,...i->ri", dlow, x).T
     dx = jnp.einsum("...r,ir->...i", dlow, a)
     return dx, da, db
 
