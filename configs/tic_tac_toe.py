@@ -46,6 +46,10 @@ def get_config():
     c.opponent_pool.size = 4
     c.opponent_pool.refresh_every = 10
     c.num_turns = 9  # a game has at most 9 moves
+    # between a seat's moves its transcript grows by ~48 tokens (its echoed reply, the opponent's, two
+    # boards, two status lines) + up to 8 for longer replies: one prefill chunk of 56 reads them (the
+    # default 64 left a quarter of each chunk empty; rollout of 16 games 0.27 -> 0.25 s, 48: 0.23 s)
+    c.rollout.chunk = 56
     c.num_envs = 32
     c.group_size = 8
     c.lr = 1e-4  # RL from the SFT model (see above: 3e-3 without KL collapsed)
