@@ -46,7 +46,8 @@ def _time(fn, repeats: int) -> float:
     return best
 
 
-def bench_model(name: str, batches: list[int], prompt: int, new: int, repeats: int, dtype: str = "float32") -> list[dict]:
+def bench_model(name: str, batches: list[int], prompt: int, new: int, repeats: int, dtype: str = "float32",
+                peer_attn: str = "sdpa") -> list[dict]:
     import torch
 
     overrides = QWEN3_06B_HF if name == "qwen3-0.6b" else {}
@@ -56,6 +57,7 @@ def bench_model(name: str, batches: list[int], prompt: int, new: int, repeats: i
         model.generation_config.eos_token_id = None
         cfg, params = hf.load_pretrained(path, dtype=dtype)
         model = model.to(getattr(torch, dtype))
+        model.set_attn_implementation(peer_attn)  # built "eager" (the parity tests' choice); transformers' default is sdpa
         print(f"[{name}] built + saved + loaded in {time.perf_counter() - t0:.1f}s "
               f"({transformer.num_params(params) / 1e6:.1f}M params)", flush=True)
     rows = []
@@ -167,6 +169,7 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weights and compute, both sides")
     ap.add_argument("--agents", type=int, default=4)
     ap.add_argument("--gemm-batch", type=int, default=32, help="batch of the 0.6B matmul table (0: skip it)")
+    ap.add_argument("--peer-attn", default="sdpa", choices=["sdpa", "eager"], help="transformers' attention")
     ap.add_argument("--out", default="", help="also write the markdown tables to this file")
     args = ap.parse_args()
     import torch
@@ -177,7 +180,7 @@ def main():
     for name in args.models.split(","):
         big = name == "qwen3-0.6b"
         rows += bench_model(name, [int(b) for b in args.batches.split(",")], args.big_prompt if big else args.prompt,
-                            args.big_new if big else args.new, 1 if big else args.repeats, args.dtype)
+                            args.big_new if big else args.new, 1 if big else args.repeats, args.dtype, args.peer_attn)
     lines = ["| model | batch | ours tok/s | transformers tok/s | speedup | same tokens |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['model']} | {r['batch']} | {r['ours']:.1f} | {r['theirs']:.1f} | {r['speedup']:.2f}x | {r['same']} |"
               for r in rows]
