@@ -114,6 +114,9 @@ def test_causal_blocks_equal_one_block_values_and_gradients():
     np.testing.assert_allclose(out4, out1, atol=1e-6)
     for a, r in zip(g4, g1):
         np.testing.assert_allclose(a, r, atol=1e-5)
+    # blocks of 1 would be 11 blocks: capped at MAX_CAUSAL_BLOCKS (two products each)
+    jaxpr = str(jax.make_jaxpr(lambda q, k, v: attention.attention(q, k, v, pos, causal_block=1))(q, k, v))
+    assert 2 < jaxpr.count("dot_general") <= 2 * attention.MAX_CAUSAL_BLOCKS
 
 
 def test_lora_branch_gradients_match_autodiff():
