@@ -59,7 +59,7 @@ def run_ours(total_timesteps: int, chunk: int, config_path: str | None):
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams), mesh, trainer.state_specs)
     steps_per_update = config.num_envs * config.num_steps
     return _timed_loop(state, trainer.num_updates, chunk, steps_per_update,
-                       lambda k: _bind(mlp_ppo.sharded_chunk(trainer, mesh, k), trainer.hparams),
+                       lambda k: _bind(mesh_lib.sharded_chunk(trainer, mesh, k), trainer.hparams),
                        lambda m: m["team_return"])
 
 

@@ -12,7 +12,7 @@ learner's seat drawn per group of 8) to the end, then one GRPO step on the
 learner's tokens (rank-16 LoRA on all projections, Adam): on our side the config's
 4 epochs x 4 minibatches become 1 x 1 (before session 5 ours did 16 steps to the peer's one).
 
-  ours:  configs/tic_tac_toe.py through `lm_rl.sharded_chunk`: rollout (prefill + decode
+  ours:  configs/tic_tac_toe.py through `mesh.sharded_chunk`: rollout (prefill + decode
          scan per turn), advantages and the update in one XLA program, `--iters` updates per call.
   peer:  the way service recipes do it: Python game objects, a string transcript per seat,
          `tokenizer` -> `model.generate` (batched over the games waiting for that model) per turn,
@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 
 from configs.tic_tac_toe import get_config  # noqa: E402
 from jaxmarl_llm.envs.text import tic_tac_toe as ttt  # noqa: E402
-from jaxmarl_llm.train.lm_rl import build_tokenizer  # noqa: E402
+from jaxmarl_llm.train.lm_setup import build_tokenizer  # noqa: E402
 
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -62,7 +62,7 @@ def bench_ours(model_dir: str, games: int, iters: int) -> dict:
     trainer = lm_rl.make_train(c)
     mesh = mesh_lib.make_mesh(1)
     state = mesh_lib.put(trainer.init(jax.random.PRNGKey(0), trainer.hparams), mesh, trainer.state_specs)
-    chunk = lm_rl.sharded_chunk(trainer, mesh, iters)
+    chunk = mesh_lib.sharded_chunk(trainer, mesh, iters)
     t0 = time.perf_counter()
     state, _ = chunk(state, trainer.hparams)
     jax.block_until_ready(state)

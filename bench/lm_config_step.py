@@ -4,7 +4,7 @@
     python bench/lm_config_step.py --config=configs/twenty_questions.py:lm --updates=2
 
 Builds the config as experiments/train.py does (`entry.build`: validate + make_train) on one device and
-times `lm_rl.sharded_chunk` calls of one update each; prints the metrics of every update.
+times `mesh.sharded_chunk` calls of one update each; prints the metrics of every update.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ def _one_update(config, num_devices):
     mesh = mesh_lib.make_mesh(num_devices)
     state = trainer.init(jax.random.PRNGKey(3), trainer.hparams)
     state = mesh_lib.put(state, mesh, trainer.state_specs)
-    state, metrics = mlp_ppo.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
+    state, metrics = mesh_lib.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
     return jax.device_get(state), jax.device_get(metrics)
 
 

@@ -235,7 +235,7 @@ def test_eight_devices_match_one():
         trainer = dpo.make_train(config)
         mesh = mesh_lib.make_mesh(n)
         state = mesh_lib.put(trainer.init(jax.random.PRNGKey(1), trainer.hparams), mesh, trainer.state_specs)
-        state, metrics = lm_rl.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
+        state, metrics = mesh_lib.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
         outs.append((jax.device_get(state.trainable), jax.device_get(metrics)))
     for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)

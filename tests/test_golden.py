@@ -13,6 +13,7 @@ sha256 of the bytes) per configuration:
   * tests/test_lm_rl.py's dense-reward game: GRPO with KL, 2 minibatches x 2 microbatches, per-agent adapters;
     RLOO (its zero-advantage skip)
   * SFT on the guess_number teacher; DPO on arithmetic pairs played by the teacher (noise 0 vs 1)
+  * spread_mlp: the MLP IPPO trainer on MPE simple_spread (its parameters stand in for `trainable`)
 
 Metrics and checksums agree to 1e-6 (relative); the bytes are reported, not
 required (a different XLA program order may round differently).
@@ -60,7 +61,7 @@ def _apply(c, kw):
 
 
 def _configs():
-    from jaxmarl_llm.train.config import dpo_defaults, sft_defaults
+    from jaxmarl_llm.train.config import dpo_defaults, mlp_ppo_defaults, sft_defaults
 
     guess = {"capacity": 192, "max_action_tokens": 12, "max_turns": 2}
     ttt = {"capacity": 320, "max_action_tokens": 8}
@@ -102,6 +103,11 @@ def _configs():
     dpo.batch_size, dpo.total_updates, dpo.lr, dpo.warmup_updates, dpo.sft_coef = 8, 10, 1e-2, 2, 0.1
     dpo.mesh.num_devices = 1
     out["dpo_game"] = dpo
+    mlp = mlp_ppo_defaults()
+    mlp.num_envs, mlp.num_steps, mlp.num_minibatches, mlp.update_epochs, mlp.lr = 4, 16, 2, 2, 1e-2
+    mlp.total_timesteps = 4 * 16 * 10  # 10 updates: the annealed lr depends on it
+    mlp.mesh.num_devices = 1
+    out["spread_mlp"] = mlp
     return out
 
 
@@ -126,11 +132,12 @@ def run_golden(name: str, config) -> dict:
         from test_lm_rl import CharClassGame
 
         from jaxmarl_llm.train import lm_rl
+        from jaxmarl_llm.train.lm_setup import build_tokenizer
 
         config = config.copy_and_resolve_references()
         config.env_name = "text/guess_number"  # unused: the env is passed in
-        trainer = lm_rl.make_train(config, env=CharClassGame(lm_rl.build_tokenizer(config.tokenizer)))
-        chunk_fn = lm_rl.sharded_chunk
+        trainer = lm_rl.make_train(config, env=CharClassGame(build_tokenizer(config.tokenizer)))
+        chunk_fn = mesh_lib.sharded_chunk
     else:
         trainer, chunk_fn, _, _ = entry.build(config)
     mesh = mesh_lib.make_mesh(1)
@@ -138,7 +145,9 @@ def run_golden(name: str, config) -> dict:
                          trainer.state_specs)
     state, metrics = chunk_fn(trainer, mesh, UPDATES)(state, trainer.hparams)
     metrics = {k: [float(v) for v in np.asarray(jax.device_get(m)).reshape(-1)] for k, m in metrics.items()}
-    return {"metrics": metrics, "trainable": _checksum(state.trainable)}
+    # the MLP trainer's runner state has no `trainable`: all of its `params` train
+    trainable = state.trainable if hasattr(state, "trainable") else state.params
+    return {"metrics": metrics, "trainable": _checksum(trainable)}
 
 
 def _close(a: float, b: float, tol: float = 1e-6) -> bool:

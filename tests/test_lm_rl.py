@@ -15,6 +15,7 @@ from flax import struct
 from jaxmarl_llm.envs.text.base import TextEnv, TextState
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train import mesh as mesh_lib
+from jaxmarl_llm.train.lm_setup import build_tokenizer
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
 
 
@@ -90,7 +91,7 @@ def _config(algo: str, **kw):
 
 def _make(config):
     validate_lm_rl(config)
-    return lm_rl.make_train(config, env=CharClassGame(lm_rl.build_tokenizer(config.tokenizer)))
+    return lm_rl.make_train(config, env=CharClassGame(build_tokenizer(config.tokenizer)))
 
 
 def _run(trainer, updates: int, seed: int = 0):
@@ -134,7 +135,7 @@ def test_eight_devices_match_one(algo):
         trainer = _make(config)
         mesh = mesh_lib.make_mesh(n)
         state = mesh_lib.put(trainer.init(jax.random.PRNGKey(1), trainer.hparams), mesh, trainer.state_specs)
-        state, metrics = lm_rl.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
+        state, metrics = mesh_lib.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
         outs.append((jax.device_get(state.trainable), jax.device_get(metrics)))
     for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
@@ -148,7 +149,7 @@ def test_central_critic_reads_what_the_seat_cannot():
     for kind in ("ippo", "mappo"):
         config = _config(kind if kind == "mappo" else "ppo", frozen_agents=(1,), share_policy=True, num_envs=32)
         validate_lm_rl(config)
-        trainer = lm_rl.make_train(config, env=CoinGame(lm_rl.build_tokenizer(config.tokenizer)))
+        trainer = lm_rl.make_train(config, env=CoinGame(build_tokenizer(config.tokenizer)))
         state, metrics = _run(trainer, 60)
         losses[kind] = float(np.asarray(metrics["value_loss"])[-10:].mean())
         assert ("critic" in state.trainable) == (kind == "mappo")

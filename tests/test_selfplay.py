@@ -123,7 +123,7 @@ def test_pool_self_play_on_eight_devices_matches_one():
         trainer = lm_rl.make_train(config)
         mesh = mesh_lib.make_mesh(n)
         state = mesh_lib.put(trainer.init(jax.random.PRNGKey(3), trainer.hparams), mesh, trainer.state_specs)
-        state, metrics = lm_rl.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
+        state, metrics = mesh_lib.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
         outs.append(jax.device_get((state.trainable, state.pool, metrics)))
     for a, b in zip(jax.tree.leaves(outs[0]), jax.tree.leaves(outs[1])):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)

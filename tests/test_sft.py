@@ -19,7 +19,7 @@ from jaxmarl_llm.envs.text.tic_tac_toe import TicTacToe, board_code
 from jaxmarl_llm.envs.text.twenty_questions import TwentyQuestions
 from jaxmarl_llm.models.hf import load_pretrained
 from jaxmarl_llm.models.transformer import forward
-from jaxmarl_llm.train import entry, evaluate, lm_rl, play, sft
+from jaxmarl_llm.train import entry, evaluate, lm_rl, play, sft, trainers
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, sft_defaults, validate_sft
 from jaxmarl_llm.train.runner import run_training
 from killing import Killed, assert_resumed_identically, dying_after
@@ -125,10 +125,10 @@ def test_step_recovery_makes_every_heldout_secret_a_target_guess_without_playing
 def test_sft_loss_falls_and_greedy_format_errors_drop():
     config = _config()
     trainer = sft.make_train(config)
-    before = evaluate.evaluate_trainer(config, trainer, trainer.init(jax.random.PRNGKey(0), trainer.hparams), 32)
+    before = trainers.heldout_eval(config, trainer, trainer.init(jax.random.PRNGKey(0), trainer.hparams), 32)
     state, metrics = _run(trainer, trainer.num_updates)
     nll = np.asarray(metrics["nll"])
-    after = evaluate.evaluate_trainer(config, trainer, state, 32)
+    after = trainers.heldout_eval(config, trainer, state, 32)
     assert nll[-5:].mean() < 0.5 * nll[:3].mean(), nll
     assert before["format_error_rate"] > 0.9, before
     assert after["format_error_rate"] < 0.2, after
@@ -483,7 +483,7 @@ def _one_and_eight_devices_agree(make_config, names):
         trainer = sft.make_train(config)
         mesh = mesh_lib.make_mesh(n)
         state = mesh_lib.put(trainer.init(jax.random.PRNGKey(1), trainer.hparams), mesh, trainer.state_specs)
-        state, metrics = lm_rl.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
+        state, metrics = mesh_lib.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
         outs.append((jax.device_get(state.trainable), jax.device_get(metrics)))
     for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)

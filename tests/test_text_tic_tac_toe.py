@@ -189,7 +189,7 @@ def test_agrees_with_pgx():
 
 def test_tagged_board_plays_the_same_game_and_names_every_taken_cell():
     """board="tagged" (`X5`) changes only the picture; "word" ids make each tagged cell one token."""
-    from jaxmarl_llm.train.lm_rl import build_tokenizer
+    from jaxmarl_llm.train.lm_setup import build_tokenizer
 
     assert ttt.board_picture((1, 2, 0, 0, 1, 0, 0, 0, 2), "tagged") == "\nX1|O2|3\n4|X5|6\n7|8|O9\n"
     with pytest.raises(ValueError, match="board style"):

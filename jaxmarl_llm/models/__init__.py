@@ -12,10 +12,10 @@ from jaxmarl_llm.models.config import PRESETS, ModelConfig, tiny
 from jaxmarl_llm.models.hf import CheckpointError, load_pretrained, save_peft_adapter, save_pretrained
 from jaxmarl_llm.models.lora import LoraConfig, export_peft, forward_agents, init_lora, merge
 from jaxmarl_llm.models.sampling import SamplingConfig, generate, generate_with_state, sampling_logprobs
-from jaxmarl_llm.models.transformer import DecoderLM, forward, forward_jit, init_cache, init_params
+from jaxmarl_llm.models.transformer import forward, forward_jit, init_cache, init_params
 
 __all__ = [
     "PRESETS", "ModelConfig", "tiny", "CheckpointError", "load_pretrained", "save_pretrained", "save_peft_adapter",
     "LoraConfig", "export_peft", "forward_agents", "init_lora", "merge", "SamplingConfig", "generate",
-    "generate_with_state", "sampling_logprobs", "DecoderLM", "forward", "forward_jit", "init_cache", "init_params",
+    "generate_with_state", "sampling_logprobs", "forward", "forward_jit", "init_cache", "init_params",
 ]

@@ -3,10 +3,10 @@
 Why pure functions: layers are stacked on a leading [N] axis and run with one
 `lax.scan` (compile time independent of depth), LoRA adapters are a separate
 pytree that `jax.vmap` maps over an agent axis while the base is shared, and the
-"adapters off" reference policy is the same call with `lora=None`. NNX is used
-at the edge only: `DecoderLM` (an `nnx.Module`) owns the same params, so
-`graphdef, state = nnx.split(model)` works, and `DecoderLM.__call__` calls
-`forward`.
+"adapters off" reference policy is the same call with `lora=None`. A model is a
+`ModelConfig` plus a params pytree (a plain dict: what jit, sharding, Orbax and
+the HF loader / saver in `hf.py` all take as is); there is no module object.
+(The small MLP nets in `mlp.py` are NNX modules, split into pytrees at the edge.)
 
 Entry points
 
@@ -40,7 +40,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
 from jaxmarl_llm.models.attention import attention
 from jaxmarl_llm.models.config import ModelConfig
@@ -275,21 +274,3 @@ def num_params(params: Params) -> int:
 
 def num_bytes(tree: Any) -> int:
     return sum(int(x.size) * x.dtype.itemsize for x in jax.tree.leaves(tree))
-
-
-class DecoderLM(nnx.Module):
-    """NNX face of the decoder: owns the params so `nnx.split` / `nnx.merge` work.
-
-    Inside jitted training code prefer the pure `forward` on `params` (a plain
-    dict: `model.params.get_value()` or `nnx.to_pure_dict(nnx.split(model)[1])["params"]`).
-    """
-
-    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs | None = None, params: Params | None = None):
-        self.cfg = cfg
-        if params is None:
-            rngs = rngs if rngs is not None else nnx.Rngs(0)
-            params = init_params(cfg, rngs.params())
-        self.params = nnx.Param(params)
-
-    def __call__(self, tokens: jax.Array, **kw: Any):
-        return forward(self.params.get_value(), tokens, self.cfg, **kw)

@@ -25,10 +25,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxmarl_llm.models.sampling import decode, sampling_logprobs
+from jaxmarl_llm.models.sampling import decode
 from jaxmarl_llm.models.transformer import forward, lm_head
 from jaxmarl_llm.policies.base import Sample
-from jaxmarl_llm.policies.lm_policy import LMPolicy, value_head_apply
+from jaxmarl_llm.policies.lm_policy import LMPolicy, score_tokens, value_head_apply
 
 
 class RowCache(NamedTuple):
@@ -186,27 +186,19 @@ def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Ar
     `needed_width` of the whole batch) from outside: a batched switch index would run every branch.
     """
     b, t, m = action.shape
-    s = policy.sampling
     need = needed_width(prompt_len, mask) if need is None else need
     branch = width_index(widths, need)
     lora = None if trainable is None else trainable.get("lora")
+    head = None if trainable is None else trainable.get("value_head")
 
     def run(width):
         def fn(seq):
             _, hidden, _ = forward(base, seq[:, :width], policy.cfg, lora=lora, lora_scale=policy.lora.scale)
             pos = jnp.clip(prompt_len[..., None] + jnp.arange(m) - 1, 0, width - 1).reshape(b, t * m)
             h = jnp.take_along_axis(hidden, pos[..., None], axis=1)  # [B, T*M, D]
-            logits = lm_head(base, h, policy.cfg)
-            if s.temperature == 0:
-                lp_all = jax.nn.log_softmax(logits, axis=-1)
-            else:
-                lp_all = sampling_logprobs(logits, s.temperature, s.top_k, s.top_p)
-            lp = jnp.take_along_axis(lp_all, action.reshape(b, t * m, 1), axis=-1)[..., 0]
-            p = jnp.exp(lp_all)
-            ent = -jnp.sum(jnp.where(p > 0, p * lp_all, 0.0), axis=-1)
-            value = jnp.zeros((b, t * m), jnp.float32)
-            if trainable is not None and "value_head" in trainable:  # at each token's context: token 0's is the turn's
-                value = value_head_apply(trainable["value_head"], h)
+            # the value at each token's context: token 0's is the turn's
+            lp, ent, value = score_tokens(policy.sampling, lm_head(base, h, policy.cfg), action.reshape(b, t * m),
+                                          h, head)
             return lp.reshape(b, t, m), ent.reshape(b, t, m), value.reshape(b, t, m)
         return fn
 

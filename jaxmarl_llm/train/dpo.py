@@ -46,18 +46,13 @@ from jax.sharding import PartitionSpec as P
 from jaxmarl_llm.algos.dpo import dpo_loss, sequence_log_prob
 from jaxmarl_llm.algos.ppo import shard_mean
 from jaxmarl_llm.algos.sft import token_log_probs
-from jaxmarl_llm.envs import registry
-from jaxmarl_llm.models import lora as lora_lib
-from jaxmarl_llm.models.lora import LoraConfig
-from jaxmarl_llm.models.sampling import SamplingConfig
-from jaxmarl_llm.models.transformer import forward
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train import jsonl
 from jaxmarl_llm.train.config import ConfigError, parse_players
-from jaxmarl_llm.train.lm_rl import build_model, build_tokenizer
+from jaxmarl_llm.train.lm_setup import setup_lm
 from jaxmarl_llm.train.mesh import global_index
-from jaxmarl_llm.train.scripted import make_script
-from jaxmarl_llm.train.sft import collect, optimizer, policy_script
+from jaxmarl_llm.train.scripted import collect, make_script, policy_script
+from jaxmarl_llm.train.sft import adamw, split_weights
 
 KEYS = ("prompt", "chosen", "rejected")
 
@@ -166,19 +161,11 @@ def pair_episodes(returns: jax.Array, tokens: jax.Array, targets: jax.Array, mas
 
 
 def make_train(config, env=None) -> DPOTrainer:
-    tokenizer = build_tokenizer(config.tokenizer, config.env_name, config.env_kwargs)
-    if env is None:
-        env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
-    cfg, base_params = build_model(config.model, tokenizer, config.model.init_seed)
-    lcfg = LoraConfig(rank=config.lora.rank, alpha=config.lora.alpha, targets=tuple(config.lora.targets))
-    policy = LMPolicy(cfg, lcfg, SamplingConfig(
-        max_new_tokens=env.max_action_tokens, temperature=config.sampling.temperature, top_k=config.sampling.top_k,
-        top_p=config.sampling.top_p, stop_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id))
+    tokenizer, env, cfg, base_params, policy = setup_lm(config, env)
     train_base = bool(config.train_base)
     batch, num_updates = int(config.batch_size), int(config.total_updates)
     average = config.loss_type == "ipo"
     loss_type = str(config.loss_type)
-    lr_at, make_tx = optimizer(num_updates, config.warmup_updates, config.anneal_lr)
 
     file_pairs, players, scripts = None, [], []
     if config.source == "pairs":
@@ -198,30 +185,27 @@ def make_train(config, env=None) -> DPOTrainer:
 
     def weights(state: DPOState, base) -> tuple[Any, Any]:
         """(params, adapter trainable or None) that act and score."""
-        if train_base:
-            return state.trainable["params"], None
-        return base["model"], {"lora": state.trainable["lora"]}
+        return split_weights(state.trainable, base, train_base)
 
     def init(key: jax.Array, hp: DPOHParams) -> DPOState:
         key, k_init, k_data = jax.random.split(key, 3)
-        trainable = {"params": base_params} if train_base else {"lora": lora_lib.init_lora(k_init, cfg, lcfg)}
-        return DPOState(trainable, make_tx(hp).init(trainable), key, k_data, jnp.zeros((), jnp.int32))
+        trainable = {"params": base_params} if train_base else policy.init_adapter(k_init)
+        return DPOState(trainable, adamw(hp, num_updates, config)[0].init(trainable), key, k_data,
+                        jnp.zeros((), jnp.int32))
 
-    def token_lp(params, lora, data: Pairs) -> jax.Array:
-        """[B, 2, L]: log p of each scored token (0 elsewhere)."""
+    def token_lp(params, adapter, data: Pairs) -> jax.Array:
+        """[B, 2, L]: log p of each scored token (0 elsewhere); adapter {"lora": ...} or None (adapters off)."""
         b, _, length = data.tokens.shape
         flat = lambda x: x.reshape(b * 2, length)  # noqa: E731
-        logits, _, _ = forward(params, flat(data.tokens), cfg, lora=lora, lora_scale=lcfg.scale)
+        logits = policy.logits(params, adapter, flat(data.tokens))  # [2B, L, V]
         return token_log_probs(logits, flat(data.targets), flat(data.mask)).reshape(b, 2, length)
 
-    def seq_log_probs(params, lora, data: Pairs) -> jax.Array:
+    def seq_log_probs(params, adapter, data: Pairs) -> jax.Array:
         """[B, 2]: log p(response | prompt) of the chosen and the rejected side."""
-        return sequence_log_prob(token_lp(params, lora, data), data.mask, average=average)
+        return sequence_log_prob(token_lp(params, adapter, data), data.mask, average=average)
 
     def loss_fn(trainable, base, data: Pairs, ref: jax.Array, hp: DPOHParams, axis_name):
-        params = trainable["params"] if train_base else base["model"]
-        lora = None if train_base else trainable["lora"]
-        lp = token_lp(params, lora, data)
+        lp = token_lp(*split_weights(trainable, base, train_base), data)
         pol = sequence_log_prob(lp, data.mask, average=average)
         loss, metrics = dpo_loss(pol[:, 0], pol[:, 1], ref[:, 0], ref[:, 1], beta=hp.beta,
                                  label_smoothing=hp.label_smoothing, loss_type=loss_type, mask=data.valid,
@@ -282,34 +266,24 @@ def make_train(config, env=None) -> DPOTrainer:
             per_pair = {k: sums.pop(k) / jnp.maximum(pairs_n, 1.0) for k in ("chosen_return", "rejected_return")}
             metrics = {**metrics, **per_pair, "pair_fraction": pairs_n / rows,
                        **{k: v / rows for k, v in sums.items()}}
-        tx = make_tx(hp)
+        tx, lr_at = adamw(hp, num_updates, config)
         updates, opt_state = tx.update(grads, state.opt_state, state.trainable)
         trainable = optax.apply_updates(state.trainable, updates)
-        metrics = {**metrics, "lr": lr_at(hp, state.update_step.astype(jnp.float32))}
+        metrics = {**metrics, "lr": lr_at(state.update_step.astype(jnp.float32))}
         return DPOState(trainable, opt_state, key, state.data_key, state.update_step + 1), metrics
 
     def score(state: DPOState, base, data: Pairs) -> tuple[jax.Array, jax.Array]:
-        params, trainable = weights(state, base)
-        return (seq_log_probs(params, None if trainable is None else trainable["lora"], data),
-                seq_log_probs(base["model"], None, data))
+        return seq_log_probs(*weights(state, base), data), seq_log_probs(base["model"], None, data)
 
     def export(state: DPOState, path: str) -> str:
         """Write the trained model (adapters merged) as an HF folder `lm_rl` / `sft` load via model.checkpoint."""
-        from jaxmarl_llm.models.hf import save_pretrained
-
-        params, trainable = weights(jax.device_get(state), {"model": base_params})
-        if trainable is not None:
-            params = lora_lib.merge(params, trainable["lora"], cfg, lcfg)
-        save_pretrained(path, cfg, jax.device_get(params))
-        return path
+        return policy.export(path, *weights(jax.device_get(state), {"model": base_params}))
 
     def export_adapter(state: DPOState, path: str) -> str | None:
         """The LoRA adapter as a PEFT folder (adapter_config.json + adapter_model.safetensors); None if train_base."""
         if train_base:
             return None
-        lora_lib.export_peft(path, cfg, jax.device_get(state.trainable["lora"]), lcfg,
-                             base_model_name_or_path=config.model.checkpoint)
-        return path
+        return policy.export_adapter(path, state.trainable, base_model_name_or_path=config.model.checkpoint)
 
     state_specs = DPOState(trainable=P(), opt_state=P(), key=P(), data_key=P(), update_step=P())
     base_arg = {"model": base_params, "pairs": file_pairs}  # replicated arguments of the compiled chunk

@@ -8,13 +8,14 @@
 Success is the env's `solved` info when it reports one, else a positive
 episode return (summed over agents). `reset(i) -> (obs, state)` picks episode
 i's start (e.g. every held-out secret once); by default episodes start from
-`env.reset(key_i)`. `evaluate_trainer` glues this to a trained lm_rl / sft run.
+`env.reset(key_i)`. `evaluate_trainer` glues this to a trained run's `SeatWeights`
+(train/trainers.py's `heldout_eval` takes any trainer's state).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -126,21 +127,37 @@ def heldout_env(config, tokenizer):
     return registry.make(config.env_name, tokenizer=tokenizer, **kwargs)
 
 
-def trained_actor(config, trainer, state) -> Actor:
-    """Greedy actor of an lm_rl, sft or dpo run's state (lm_rl: the trainer's own agent -> slot mapping)."""
-    policy = greedy(trainer.policy)
-    if config.trainer in ("sft", "dpo"):
-        params, trainable = trainer.weights(state, trainer.base)
-        a = trainer.env.num_agents
-        stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)
-        return lm_actor(policy, params, stacked)
+class SeatWeights(NamedTuple):
+    """What every seat of a trained LM run acts with (a trainer's `seat_weights` hook, train/trainers.py)."""
+
+    params: Any  # the base params every seat runs
+    trainable: Any | None  # leaves [A, ...]: each agent's trainable weights, or None (the bare base)
+    scale: jax.Array | None = None  # [A] adapter scale per agent (0 = the bare base), or None (all 1)
+
+
+def shared_seat_weights(trainer, state) -> SeatWeights:
+    """SFT / DPO: one set of weights (`trainer.weights`) plays every seat."""
+    params, trainable = trainer.weights(state, trainer.base)
+    a = trainer.env.num_agents
+    stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)
+    return SeatWeights(params, stacked)
+
+
+def slot_seat_weights(trainer, state) -> SeatWeights:
+    """lm_rl: each agent acts with its adapter slot (`trainer.slot_of_agent`), frozen agents at scale 0."""
     per_agent = jax.tree.map(lambda x: x[jnp.asarray(trainer.slot_of_agent)], state.trainable)
-    return lm_actor(policy, trainer.base, per_agent, trainer.agent_scale)
+    return SeatWeights(trainer.base, per_agent, trainer.agent_scale)
 
 
-def evaluate_trainer(config, trainer, state, num_episodes: int | None = None) -> dict[str, float]:
-    """Greedy results on the held-out split; guess_number plays every held-out secret once by default."""
+def trained_actor(trainer, weights: SeatWeights) -> Actor:
+    """Greedy actor of a trained run's seat weights."""
+    return lm_actor(greedy(trainer.policy), weights.params, weights.trainable, weights.scale)
+
+
+def evaluate_trainer(config, trainer, weights: SeatWeights, num_episodes: int | None = None) -> dict[str, float]:
+    """Greedy results on the held-out split; guess_number plays every held-out secret once by default.
+    (`trainers.heldout_eval(config, trainer, state)` finds the weights of any trainer's state.)"""
     env = heldout_env(config, trainer.tokenizer)
     reset = enumerate_secrets(env) if hasattr(env, "reset_to") and hasattr(env, "secrets") else None
     n = num_episodes or config.eval_episodes or (int(env.secrets.shape[0]) if reset is not None else 64)
-    return evaluate(env, trained_actor(config, trainer, jax.device_get(state)), n, config.num_turns, reset=reset)
+    return evaluate(env, trained_actor(trainer, weights), n, config.num_turns, reset=reset)

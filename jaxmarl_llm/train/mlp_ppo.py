@@ -33,7 +33,8 @@ from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss
 from jaxmarl_llm.envs import registry, spaces
 from jaxmarl_llm.envs.core import Env, wrap_for_training
 from jaxmarl_llm.models import mlp
-from jaxmarl_llm.train.mesh import DATA, global_index, shard_over_data
+from jaxmarl_llm.train.mesh import DATA, global_index
+from jaxmarl_llm.train.optim import linear_decay, optimizer
 
 
 class HParams(NamedTuple):
@@ -152,15 +153,9 @@ def make_train(config, env: Env | None = None) -> Trainer:
         return jax.vmap(env.world_state)(env_state) if centralized else obs
 
     # ---- optimizer (built from traced hyper-parameters, so sweeps can vmap it) ----------
-    def make_tx(hp: HParams):
-        steps_per_update = config.update_epochs * config.num_minibatches
-
-        def lr(count):
-            if not config.anneal_lr:
-                return hp.lr
-            return hp.lr * (1.0 - (count // steps_per_update) / num_updates)
-
-        return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), optax.adam(lr, eps=1e-5))
+    def make_tx(hp: HParams) -> optax.GradientTransformation:
+        steps_per_update = config.update_epochs * config.num_minibatches  # optimizer steps per PPO update
+        return optimizer(linear_decay(hp.lr, steps_per_update, num_updates, config.anneal_lr), hp.max_grad_norm)
 
     # ---- init ---------------------------------------------------------------------------
     def init(key: jax.Array, hp: HParams) -> RunnerState:
@@ -298,14 +293,3 @@ def _episode_metrics(info: dict, axis_name: str | None) -> dict:
     team, length, count = sums
     count = jnp.maximum(count, 1.0)
     return {"team_return": team / count, "episode_length": length / count, "episodes": sums[2]}
-
-
-def sharded_chunk(trainer: Trainer, mesh, num_updates: int):
-    """jit(shard_map(scan of `num_updates` updates)): runner_state is donated, metrics [K] replicated."""
-
-    def chunk(runner, hp):
-        return jax.lax.scan(lambda r, _: trainer.update(r, hp, axis_name=DATA), runner, None, length=num_updates)
-
-    fn = shard_over_data(chunk, mesh, in_specs=(trainer.state_specs, P()), out_specs=(trainer.state_specs, P()))
-    return jax.jit(fn, donate_argnums=0)
-

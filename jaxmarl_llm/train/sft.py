@@ -49,18 +49,13 @@ from flax import struct
 from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos.sft import select_transcripts, sft_loss
-from jaxmarl_llm.envs import registry
-from jaxmarl_llm.envs.text.buffers import TextAction, clean_action
-from jaxmarl_llm.models import lora as lora_lib
-from jaxmarl_llm.models.lora import LoraConfig
-from jaxmarl_llm.models.sampling import SamplingConfig
-from jaxmarl_llm.models.transformer import forward
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train import jsonl
 from jaxmarl_llm.train.config import ConfigError
-from jaxmarl_llm.train.lm_rl import build_model, build_tokenizer
+from jaxmarl_llm.train.lm_setup import setup_lm
 from jaxmarl_llm.train.mesh import global_index
-from jaxmarl_llm.train.scripted import Script, make_script
+from jaxmarl_llm.train.optim import Schedule, optimizer, warmup_cosine
+from jaxmarl_llm.train.scripted import Transcripts, collect, make_script, policy_script
 
 
 class SFTHParams(NamedTuple):
@@ -80,17 +75,6 @@ class SFTState:
     opt_state: Any
     key: jax.Array
     update_step: jax.Array
-
-
-class Transcripts(NamedTuple):
-    """Training rows, [B, L]: one per env and agent of played episodes, or one per line of a file."""
-
-    tokens: jax.Array  # [B, L] int32 model input: the final transcript
-    targets: jax.Array  # [B, L] int32 tokens, with eos after each target move
-    mask: jax.Array  # [B, L] bool: positions whose target counts
-    turn_mask: jax.Array  # [B, T, L] bool: the same, split by turn / move (for per-move accuracy)
-    solved: jax.Array  # [B] float: the episode's return was positive (0 for file rows)
-    returns: jax.Array  # [B] float: the agent's episode return (0 for file rows)
 
 
 class SFTTrainer(NamedTuple):
@@ -177,26 +161,12 @@ def load_transcripts(path: str, tokenizer, max_length: int, what: str = "config.
                        solved=zeros, returns=zeros)
 
 
-def policy_script(env, policy: LMPolicy, params, trainable) -> Script:
-    """The policy as a `Script` (every move a target): each agent samples from its own transcript.
-
-    trainable: one adapter tree without an agent axis, or None (the bare model). The action stops
-    before its first eos, as the env records it, so `collect`'s move spans and eos targets line up
-    with the transcript (the eos itself is the target after the move).
-    """
-    from jaxmarl_llm.train.evaluate import lm_actor
-
-    a = env.num_agents
-    stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)
-    act = lm_actor(policy, params, stacked)
-    pad, eos = policy.sampling.pad_id, env.codec.eos_id
-
-    def step(key, memory, state):
-        obs = env.get_obs(state)
-        action = act(key, obs.tokens, obs.length)
-        return TextAction(*clean_action(action.tokens, action.length, pad, eos)), jnp.ones((a,), bool), memory
-
-    return Script(lambda state: jnp.zeros((), jnp.int32), step)
+def split_weights(trainable, base, train_base: bool) -> tuple[Any, Any]:
+    """(base params, {"lora": adapters} or None) of a trainable tree: the trained base itself, or the
+    frozen `base["model"]` plus the adapters."""
+    if train_base:
+        return trainable["params"], None
+    return base["model"], {"lora": trainable["lora"]}
 
 
 def keep_episodes(data: Transcripts, keep: jax.Array) -> Transcripts:
@@ -204,79 +174,15 @@ def keep_episodes(data: Transcripts, keep: jax.Array) -> Transcripts:
     return data._replace(mask=data.mask & keep[:, None], turn_mask=data.turn_mask & keep[:, None, None])
 
 
-def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Array, eos_id: int,
-            all_moves: bool = False, act_key: jax.Array | None = None) -> Transcripts:
-    """Play the teacher in `len(env_ids)` envs and turn each agent's transcript into a training row.
-
-    all_moves: every move the agent makes is a target (DPO scores whole trajectories, exploration
-    moves included), not only the script's own choices. act_key: the actor's randomness comes from
-    this key instead of `key`, so two players see the same envs (same resets and env steps) but make
-    independent choices.
-    """
-    per_env = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(env_ids)  # noqa: E731
-    k_reset, k_turns = jax.random.split(key)
-    obs, state = jax.vmap(env.reset)(per_env(k_reset))
-    memory = jax.vmap(script.init)(state)
-
-    def turn(carry, t):
-        state, obs, memory, alive = carry
-        k_act, k_env = jax.random.split(jax.random.fold_in(k_turns, t))
-        if act_key is not None:
-            k_act = jax.random.fold_in(act_key, t)
-        action, target, memory = jax.vmap(script.act)(per_env(k_act), memory, state)
-        if all_moves:
-            target = jnp.ones_like(target)
-        active = jax.vmap(env.active)(state)  # [N, A]
-        next_obs, state2, reward, term, trunc, _ = jax.vmap(env.step)(per_env(k_env), state, action)
-        done = jnp.all(term | trunc, axis=-1) & alive
-        # a game appends the mover's own action first, at its transcript length
-        rec = (obs.length, action.length, target & active & alive[:, None], reward * alive[:, None])
-        return (state2, next_obs, memory, alive & ~done), rec
-
-    alive0 = jnp.ones(env_ids.shape, bool)
-    (final, _, _, _), (start, length, target, reward) = jax.lax.scan(
-        turn, (state, obs, memory, alive0), jnp.arange(num_turns))  # each [T, N, A]
-    tokens = jax.vmap(env.get_obs)(final).tokens  # [N, A, L]
-    n, a, cap = tokens.shape
-    pos = jnp.arange(cap)
-    start, end = start[..., None], (start + length)[..., None]  # [T, N, A, 1]
-    fits = (end < cap) & target[..., None]  # the eos after the move must fit too
-    in_move = (pos >= start) & (pos < end) & fits  # [T, N, A, L]
-    at_eos = (pos == end) & fits
-    turn_mask = in_move | at_eos
-    targets = jnp.where(at_eos.any(0), eos_id, tokens)
-    rows = lambda x: x.reshape(n * a, *x.shape[2:])  # noqa: E731  [N, A, ...] -> [N*A, ...]
-    return Transcripts(
-        tokens=rows(tokens), targets=rows(targets), mask=rows(turn_mask.any(0)),
-        turn_mask=rows(jnp.moveaxis(turn_mask, 0, 2)),
-        solved=rows((reward.sum(0) > 0).astype(jnp.float32)), returns=rows(reward.sum(0)),
-    )
-
-
-def optimizer(num_updates: int, warmup_updates: int, anneal_lr: bool):
-    """(lr_at(hp, count), make_tx(hp)): AdamW with global-norm clipping, linear warmup, then cosine to
-    10% of hp.lr at the last update (or constant). hp needs lr, max_grad_norm and weight_decay."""
-    warmup = max(int(warmup_updates), 1)
-    anneal = bool(anneal_lr)
-
-    def lr_at(hp, count: jax.Array) -> jax.Array:
-        warm = jnp.minimum(1.0, (count + 1.0) / warmup)
-        frac = jnp.clip(count / max(num_updates, 1), 0.0, 1.0)
-        decay = 0.1 + 0.9 * 0.5 * (1.0 + jnp.cos(jnp.pi * frac)) if anneal else 1.0
-        return hp.lr * warm * decay
-
-    def make_tx(hp):
-        return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), optax.scale_by_adam(),
-                           optax.add_decayed_weights(hp.weight_decay),
-                           optax.scale_by_schedule(lambda count: -lr_at(hp, count)))
-
-    return lr_at, make_tx
+def adamw(hp, num_updates: int, config) -> tuple[optax.GradientTransformation, Schedule]:
+    """(tx, lr_at) of SFT and DPO: AdamW (eps 1e-8) on clipped gradients; `config.warmup_updates` of linear
+    warmup, then cosine to 10% of hp.lr at the last update (or constant: `config.anneal_lr` False)."""
+    lr_at = warmup_cosine(hp.lr, num_updates, config.warmup_updates, bool(config.anneal_lr))
+    return optimizer(lr_at, hp.max_grad_norm, eps=1e-8, weight_decay=hp.weight_decay), lr_at
 
 
 def make_train(config, env=None) -> SFTTrainer:
-    tokenizer = build_tokenizer(config.tokenizer, config.env_name, config.env_kwargs)
-    if env is None:
-        env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
+    tokenizer, env, cfg, base_params, policy = setup_lm(config, env)
     source = str(config.source)
     script, file_rows = None, None
     if source == "teacher":
@@ -284,7 +190,6 @@ def make_train(config, env=None) -> SFTTrainer:
             script = make_script(config.env_name, env, noise=float(config.script_noise), **config.script_kwargs)
         except ValueError as err:
             raise ConfigError(f"config.script_kwargs: {err}") from None
-    cfg, base_params = build_model(config.model, tokenizer, config.model.init_seed)
     if source == "file":
         length = int(config.max_length) or env.capacity
         what = "config.max_length" if config.max_length else "the env's capacity (config.max_length=0)"
@@ -292,30 +197,21 @@ def make_train(config, env=None) -> SFTTrainer:
             raise ConfigError(f"config.max_length: {what} is {length}, more than the model's max_position_embeddings "
                               f"({cfg.max_position_embeddings})")
         file_rows = Transcripts(*(jnp.asarray(x) for x in load_transcripts(config.data_path, tokenizer, length, what)))
-    lcfg = LoraConfig(rank=config.lora.rank, alpha=config.lora.alpha, targets=tuple(config.lora.targets))
-    policy = LMPolicy(cfg, lcfg, SamplingConfig(
-        max_new_tokens=env.max_action_tokens, temperature=config.sampling.temperature, top_k=config.sampling.top_k,
-        top_p=config.sampling.top_p, stop_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id))
     train_base = bool(config.train_base)
     num_envs, num_turns = config.num_envs, config.num_turns
     num_updates = int(config.total_episodes // num_envs)
-    lr_at, make_tx = optimizer(num_updates, config.warmup_updates, config.anneal_lr)
 
     def weights(state: SFTState, base) -> tuple[Any, Any]:
         """(base params, adapter trainable or None) that act and score."""
-        if train_base:
-            return state.trainable["params"], None
-        return base["model"], {"lora": state.trainable["lora"]}
+        return split_weights(state.trainable, base, train_base)
 
     def init(key: jax.Array, hp: SFTHParams) -> SFTState:
         key, k_init = jax.random.split(key)
-        trainable = {"params": base_params} if train_base else {"lora": lora_lib.init_lora(k_init, cfg, lcfg)}
-        return SFTState(trainable, make_tx(hp).init(trainable), key, jnp.zeros((), jnp.int32))
+        trainable = {"params": base_params} if train_base else policy.init_adapter(k_init)
+        return SFTState(trainable, adamw(hp, num_updates, config)[0].init(trainable), key, jnp.zeros((), jnp.int32))
 
     def loss_fn(trainable, base, data: Transcripts, axis_name):
-        params = trainable["params"] if train_base else base["model"]
-        lora = None if train_base else trainable["lora"]
-        logits, _, _ = forward(params, data.tokens, cfg, lora=lora, lora_scale=lcfg.scale)  # [B, L, V]
+        logits = policy.logits(*split_weights(trainable, base, train_base), data.tokens)  # [B, L, V]
         loss, metrics = sft_loss(logits, data.targets, data.mask, axis_name=axis_name)
         # a move is right when every one of its tokens (and its eos) is the argmax: greedy play under teacher forcing
         wrong = jnp.pad(jnp.argmax(logits[:, :-1], -1) != data.targets[:, 1:], ((0, 0), (1, 0)))  # [B, L]
@@ -356,25 +252,19 @@ def make_train(config, env=None) -> SFTTrainer:
             grads, metrics, sums = jax.lax.psum((grads, metrics, sums), axis_name)
         rows = sums.pop("rows")
         extra = {name: v / rows for name, v in sums.items()}
-        tx = make_tx(hp)
+        tx, lr_at = adamw(hp, num_updates, config)
         updates, opt_state = tx.update(grads, state.opt_state, state.trainable)
         trainable = optax.apply_updates(state.trainable, updates)
         if source == "policy":  # nothing kept anywhere: no step (Adam would still move on its old moments)
             step = sums["kept_fraction"] > 0
             trainable, opt_state = jax.tree.map(lambda new, old: jnp.where(step, new, old),
                                                 (trainable, opt_state), (state.trainable, state.opt_state))
-        metrics = {**metrics, **extra, "lr": lr_at(hp, state.update_step.astype(jnp.float32))}
+        metrics = {**metrics, **extra, "lr": lr_at(state.update_step.astype(jnp.float32))}
         return SFTState(trainable, opt_state, key, state.update_step + 1), metrics
 
     def export(state: SFTState, path: str) -> str:
         """Write the trained model (adapters merged) as an HF folder `lm_rl` loads via model.checkpoint."""
-        from jaxmarl_llm.models.hf import save_pretrained
-
-        params, trainable = weights(jax.device_get(state), {"model": base_params})
-        if trainable is not None:
-            params = lora_lib.merge(params, trainable["lora"], cfg, lcfg)
-        save_pretrained(path, cfg, jax.device_get(params))
-        return path
+        return policy.export(path, *weights(jax.device_get(state), {"model": base_params}))
 
     state_specs = SFTState(trainable=P(), opt_state=P(), key=P(), update_step=P())
     # a trained base lives in the state, not in the argument

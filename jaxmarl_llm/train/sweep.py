@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmarl_llm.train.config import ConfigError
+from jaxmarl_llm.train.mesh import bound_update
 from jaxmarl_llm.train.metrics_log import plot_curves
 
 
@@ -50,8 +51,7 @@ def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str,
     init = jax.jit(jax.vmap(trainer.init))
     state = init(keys, hparams)
     # LM trainers take their frozen base weights as an argument (shared by every run, never a constant)
-    base = getattr(trainer, "base", None)
-    step = (lambda r, hp, b: trainer.update(r, hp)) if base is None else trainer.update  # noqa: E731
+    base, step = getattr(trainer, "base", None), bound_update(trainer)
 
     def chunk(k):
         def one(s, hp, b):

@@ -1,0 +1,136 @@
+"""Schema and start-up checks of LM agents trained by RL on a token game (train/lm_rl.py).
+
+The model / lora / sampling / run groups here are also the SFT and DPO defaults' (config/sft.py, config/dpo.py).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from jaxmarl_llm.algos.lm_objective import ALGORITHMS
+from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
+                                             check_mesh, check_model_checkpoint, check_one_update,
+                                             check_positive_ints)
+from jaxmarl_llm.train.lm_seats import SCRIPTED_KINDS, parse_agent_map
+
+
+
+def lm_rl_defaults() -> ml_collections.ConfigDict:
+    """LM agents on a token game: a tiny random model by default, a checkpoint folder when given."""
+    c = ml_collections.ConfigDict()
+    c.trainer = "lm_rl"
+    c.env_name = "text/guess_number"
+    c.env_kwargs = ml_collections.ConfigDict({})
+    c.tokenizer = "char"  # "char" / "word" (built-in; "word" is built from the env's texts) or a local HF tokenizer folder
+    c.model = ml_collections.ConfigDict(
+        {
+            "checkpoint": "",  # a local HF folder (config.json + safetensors); "" = random tiny model below
+            "dtype": "float32",
+            "family": "qwen3",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_layers": 2,
+            "num_heads": 4,
+            "num_kv_heads": 2,
+            "head_dim": 16,
+            "max_position_embeddings": 4096,
+            "init_seed": 0,
+            "init_std": 0.1,
+        }
+    )
+    c.lora = ml_collections.ConfigDict({"rank": 16, "alpha": 32.0, "targets": ("q", "k", "v", "o", "gate", "up", "down")})
+    c.sampling = ml_collections.ConfigDict({"temperature": 1.0, "top_k": 0, "top_p": 1.0})
+    # incremental: on token games each seat keeps its KV cache across turns (reads only new tokens, `chunk`
+    # at a time) and an episode is scored in one forward over its final transcript; False re-reads the whole
+    # transcript every turn (the reference path; envs whose observations are not growing transcripts use it)
+    # (the loss forward runs at the narrowest of min_score_width x 1, 2, 4, ... or the capacity that fits)
+    c.rollout = ml_collections.ConfigDict({"incremental": True, "chunk": 64, "min_score_width": 128})
+    c.algo = "grpo"  # "ppo" (value head + GAE over turns), "grpo", "rloo"
+    # PPO's critic: "ippo" = a value head on each seat's own adapter trunk; "mappo" = one centralized critic,
+    # an MLP (hidden units below) over every seat's transcript summary (policies/central_critic.py)
+    c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256})
+    # PPO's credit: "turn" = GAE over the seat's turns, every token of a turn gets its turn's advantage;
+    # "token" = GAE over generated tokens (turn reward on the turn's last token, a value per token)
+    c.credit = "turn"
+    c.clip_value = False  # PPO value clipping (by clip_eps) around the values the advantages used
+    c.share_policy = True  # one adapter for every learning agent, or one per agent
+    c.frozen_agents = ()  # agent indices played by the bare base model and never trained
+    # agent index -> the game's built-in player ("random" | "minimax"), e.g. "1:minimax"; never trained
+    c.scripted_agents = ""
+    # self-play against P frozen snapshots of the learner (0 = off); the oldest is replaced every K updates
+    c.opponent_pool = ml_collections.ConfigDict({"size": 0, "refresh_every": 10})
+    c.seed = 0
+    c.num_envs = 16  # episodes per update
+    c.group_size = 4  # envs sharing a seed (GRPO/RLOO groups); 1 for PPO
+    c.num_turns = 10  # turns per episode in the rollout (>= the game's turn limit)
+    c.total_episodes = 1600
+    c.update_epochs = 1
+    c.num_minibatches = 1
+    # gradient accumulation: each minibatch's forward/backward runs over this many slices of its episodes
+    # in turn (same gradient, activation memory / num_microbatches; costs one extra forward)
+    c.num_microbatches = 1
+    c.lr = 1e-3
+    c.clip_eps = 0.2
+    c.ent_coef = 0.0
+    c.vf_coef = 0.5
+    c.kl_coef = 0.0
+    c.kl_estimator = "k3"
+    c.gamma = 1.0
+    c.gae_lambda = 0.95
+    c.max_grad_norm = 1.0
+    c.grpo_normalize_std = True  # False: Dr.GRPO advantages
+    c.grpo_aggregation = "sequence"  # "token", "sequence", "sequence_sum", "constant" (Dr.GRPO)
+    c.eval_episodes = 0  # greedy episodes on the held-out split after training (0 = skip; train/evaluate.py)
+    c.mesh = ml_collections.ConfigDict({"num_devices": 0})
+    c.run = ml_collections.ConfigDict(
+        {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
+         "tensorboard": True, "plot": True, "progress": True}
+    )
+    c.resume = ""
+    return c
+
+
+def _one_of(names: tuple[str, ...]) -> str:
+    """("ppo", "grpo", "rloo") -> "ppo, grpo or rloo"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
+    """Raise ConfigError naming the first key that cannot work."""
+    check_keys(config, lm_rl_defaults())
+    check_env_name(config)
+    _require(config.algo in ALGORITHMS, "algo", f"must be {_one_of(tuple(ALGORITHMS))}, got {config.algo!r}")
+    check_positive_ints(config, ("num_envs", "num_turns", "update_epochs", "num_minibatches", "num_microbatches",
+                                 "group_size", "total_episodes"))
+    check_positive_ints(config.rollout, ("chunk", "min_score_width"), prefix="rollout.")
+    critic = ALGORITHMS[config.algo].critic  # group baselines (no critic) compare the episodes of a group
+    _require(critic or config.group_size > 1, "group_size", f"{config.algo} needs groups of at least 2")
+    _require(config.critic.kind in ("ippo", "mappo"), "critic.kind", f"must be 'ippo' or 'mappo', got {config.critic.kind!r}")
+    _require(config.critic.kind == "ippo" or critic, "critic.kind",
+             f"a centralized critic is for algo='ppo' ({config.algo} has no critic)")
+    _require(config.credit in ("turn", "token"), "credit", f"must be 'turn' or 'token', got {config.credit!r}")
+    _require(config.credit == "turn" or (config.algo == "ppo" and config.critic.kind == "ippo"), "credit",
+             "token-level credit is PPO with per-seat value heads (algo='ppo', critic.kind='ippo')")
+    check_positive_ints(config.critic, ("hidden",), prefix="critic.")
+    check_mesh(config, "num_envs", per_device=config.group_size, why=lambda n_dev: (
+        f"{config.num_envs} must be a multiple of num_devices x group_size = {n_dev} x {config.group_size}"))
+    check_one_update(config)
+    _require(config.kl_estimator in ("k1", "k2", "k3"), "kl_estimator", "must be k1, k2 or k3")
+    _check_seats(config)
+    check_eval_episodes(config)
+    check_model_checkpoint(config)
+
+
+def _check_seats(config: ml_collections.ConfigDict) -> None:
+    """scripted_agents parses to known built-in players; the snapshot pool is self-play of one shared policy."""
+    try:
+        kinds = parse_agent_map(config.scripted_agents)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"config.scripted_agents: {err}; write e.g. '1:minimax'") from None
+    for agent, kind in kinds.items():
+        _require(kind in SCRIPTED_KINDS, "scripted_agents", f"agent {agent}: kind must be random or minimax, got {kind!r}")
+    pool = config.opponent_pool
+    _require(isinstance(pool.size, int) and pool.size >= 0, "opponent_pool.size", f"must be an integer >= 0, got {pool.size!r}")
+    check_positive_ints(pool, ("refresh_every",), prefix="opponent_pool.")
+    _require(pool.size == 0 or config.share_policy, "opponent_pool.size",
+             "a snapshot pool is self-play of one shared policy; set share_policy=True")

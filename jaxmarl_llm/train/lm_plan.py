@@ -1,0 +1,103 @@
+"""What an LM run fixes before it compiles (`Plan`), its numeric hyper-parameters, and one rollout's record.
+
+Every function of the LM trainer takes the `Plan` as an explicit argument instead of closing over
+~25 locals: a reader sees what a function depends on, and a fork changes a field, not a closure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class LMHParams(NamedTuple):
+    """The numbers a sweep may vmap over (arrays, traced)."""
+
+    lr: jax.Array
+    clip_eps: jax.Array
+    ent_coef: jax.Array
+    vf_coef: jax.Array
+    kl_coef: jax.Array
+    gamma: jax.Array
+    gae_lambda: jax.Array
+    max_grad_norm: jax.Array
+
+    @classmethod
+    def from_config(cls, config) -> "LMHParams":
+        return cls(*(jnp.asarray(config[name], jnp.float32) for name in cls._fields))
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Static settings of one LM run (Python values: they shape the compiled program)."""
+
+    algo: str  # a key of algos.lm_objective.ALGORITHMS
+    num_agents: int  # A: seats of the game
+    num_envs: int  # N: episodes per update (all devices)
+    group_size: int  # envs sharing a reset seed (GRPO / RLOO groups)
+    num_turns: int  # T: turns scanned per episode
+    update_epochs: int
+    num_minibatches: int
+    num_microbatches: int
+    max_action_tokens: int  # M
+    pad_id: int
+    # seats
+    lm_agents: tuple[int, ...]  # seats an LM plays (scripted seats never run the model)
+    loss_agents: tuple[int, ...]  # seats scored in the loss; with a pool (0,): each env's learner seat
+    learns: tuple[bool, ...]  # [A] seats that learn (with a pool the learner's seat is drawn per group)
+    slot_of_agent: tuple[int, ...]  # [A] adapter slot each seat acts with
+    num_slots: int  # S: adapter slots in the trainable tree
+    agent_scale: tuple[float, ...]  # [A] 0 for frozen seats (adapters off: the bare base), else 1
+    scripted: tuple[tuple[int, str], ...]  # (seat, "random" | "minimax"): the game's built-in player
+    pool_size: int  # P opponent snapshots (0: no self-play pool)
+    refresh_every: int
+    # rollout and scoring
+    incremental: bool  # KV cache kept across turns; an episode scored in one forward
+    movers: int  # LM rows computed per env and turn (1 in turn-based games)
+    chunk: int  # tokens prefilled per step of the incremental rollout
+    widths: tuple[int, ...]  # loss-forward widths (incremental); the narrowest that fits is run
+    min_score_width: int
+    # objective
+    central: bool  # MAPPO: one critic over every seat's transcript summary
+    critic_hidden: int
+    token_credit: bool  # PPO's GAE over generated tokens instead of turns
+    clip_value: bool
+    use_kl: bool
+    kl_estimator: str
+    grpo_normalize_std: bool
+    grpo_aggregation: str
+
+    @property
+    def num_lm(self) -> int:
+        return len(self.lm_agents)
+
+    def slots(self) -> jax.Array:  # [A] int
+        return jnp.asarray(np.asarray(self.slot_of_agent))
+
+    def scale(self) -> jax.Array:  # [A] float32
+        return jnp.asarray(np.asarray(self.agent_scale, np.float64), jnp.float32)
+
+
+class Turns(NamedTuple):
+    """One rollout, [T, N, A, ...] (after `loss_seats`: A -> the loss seats A_l)."""
+
+    prompt: jax.Array  # [T, N, A, L] int32 (width 0 in incremental mode: the final transcript holds every prompt)
+    prompt_len: jax.Array  # [T, N, A]
+    action: jax.Array  # [T, N, A, M]
+    action_mask: jax.Array  # [T, N, A, M] bool: generated tokens
+    logprob: jax.Array  # [T, N, A, M]
+    value: jax.Array  # [T, N, A] (MAPPO: the centralized critic's; token credit: [T, N, A, M])
+    critic_obs: jax.Array  # [T, N, A, F] MAPPO critic input (width 0 with per-seat value heads)
+    reward: jax.Array  # [T, N, A]
+    alive: jax.Array  # [T, N] bool: the episode was running at this turn
+    acted: jax.Array  # [T, N, A] bool: active and alive (the seat chose an action)
+    acts: jax.Array  # [T, N, A] bool: active, alive and learning (its tokens enter the policy loss)
+    done: jax.Array  # [T, N] bool: the episode ended at this turn
+    info: dict
+
+    def token_mask(self) -> jax.Array:  # [T, N, A, M] bool: tokens that enter the policy loss
+        return self.action_mask & self.acts[..., None]

@@ -1,0 +1,204 @@
+"""One rollout of an LM game: `lax.scan` over turns, every LM seat generating its reply with the KV-cache sampler.
+
+Two acting paths, one result:
+  * re-read (`act_full`): every LM seat prefills its whole transcript each turn (any env);
+  * incremental (`act_incremental`, token games whose transcripts only grow): each (env, seat) row keeps its
+    KV cache across turns and reads only the tokens added since it last acted, `plan.chunk` at a time; only
+    the movers (one seat per env in turn-based games) run.
+Both draw each (env, seat)'s sample from the same key, so they sample the same replies.
+Recorded per (turn, env, seat): prompt, action tokens, sampling log-probs, value, reward, who acted.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.policies import central_critic, transcripts
+from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.train.lm_plan import Plan, Turns
+from jaxmarl_llm.train.lm_seats import acting_weights, draw_seats, take_agents
+
+
+def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, pool, env_ids: jax.Array):
+    """Reset the local envs (groups share a seed) and play `plan.num_turns` turns.
+
+    env_ids [n]: global env indices (per-env randomness ignores the device split).
+    Returns (Turns [T, n, A, ...], Seats, final transcripts [n, A, L])."""
+    per_env = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(env_ids)  # noqa: E731
+    k_reset, k_turns = jax.random.split(key)
+    seats = draw_seats(plan, jax.random.fold_in(k_reset, 0x5EA7), env_ids)
+    weights = acting_weights(plan, trainable, pool, seats)
+    group_keys = jax.vmap(lambda i: jax.random.fold_in(k_reset, i))(env_ids // plan.group_size)
+    obs, env_state = jax.vmap(env.reset)(group_keys)
+    n, a, m = env_ids.shape[0], plan.num_agents, plan.max_action_tokens
+    lm = jnp.asarray(plan.lm_agents)
+
+    def live_turn(carry, t):
+        env_state, obs, alive, cache = carry
+        k_act, k_env = jax.random.split(jax.random.fold_in(k_turns, t))
+        active = jax.vmap(env.active)(env_state)  # [n, A]
+        tokens = jnp.full((n, a, m), plan.pad_id, jnp.int32)
+        mask = jnp.zeros((n, a, m), bool)
+        logprob = jnp.zeros((n, a, m), jnp.float32)
+        value = jnp.zeros((n, a), jnp.float32)
+        if plan.num_lm:
+            keys = per_env(k_act)
+            if plan.incremental:
+                s, cache = act_incremental(plan, policy, keys, base, weights, obs, active, cache)
+            else:
+                s = act_full(plan, policy, keys, base, weights, obs)
+            tokens, mask = tokens.at[:, lm].set(s.tokens), mask.at[:, lm].set(s.mask)
+            logprob, value = logprob.at[:, lm].set(s.logprobs), value.at[:, lm].set(s.value)
+        for seat, kind in plan.scripted:  # the game's own player; log-prob 0, never in a loss
+            k_opp = per_env(jax.random.fold_in(k_act, 1_000_003 + seat))
+            scr = jax.vmap(lambda k, st: env.opponent_action(k, st, kind))(k_opp, env_state)  # [n, A, M]
+            tokens = tokens.at[:, seat].set(scr.tokens[:, seat])
+            mask = mask.at[:, seat].set(jnp.arange(m)[None, :] < scr.length[:, seat, None])
+        mask = mask & active[..., None]  # an inactive seat's sample is never played nor scored
+        if plan.central and not plan.incremental:  # the critic reads every seat's prompt end at this turn
+            feats = central_critic.transcript_features(base, policy.cfg, obs.tokens.reshape(n * a, -1),
+                                                       (obs.length - 1).reshape(n * a, 1))
+            critic_obs = central_critic.critic_inputs(feats.reshape(n, a, -1))
+        else:
+            critic_obs = jnp.zeros((n, a, 0), jnp.float32)
+        action = TextAction(tokens=jnp.where(mask, tokens, plan.pad_id), length=mask.sum(-1).astype(jnp.int32))
+        next_obs, env_state2, reward, term, trunc, info = jax.vmap(env.step)(per_env(k_env), env_state, action)
+        done = jnp.all(term | trunc, axis=-1) & alive
+        rec = Turns(
+            prompt=obs.tokens[..., :0] if plan.incremental else obs.tokens, prompt_len=obs.length,
+            action=action.tokens, action_mask=mask, logprob=jnp.where(mask, logprob, 0.0),
+            value=value * active, critic_obs=critic_obs, reward=reward * alive[:, None], alive=alive,
+            acted=active & alive[:, None], acts=active & alive[:, None] & seats.learns, done=done,
+            info={k: v for k, v in info.items() if jnp.ndim(v) <= 2},
+        )
+        return (env_state2, next_obs, alive & ~done, cache), rec
+
+    def turn(carry, t):
+        # once every local game has ended, later turns only record zeros (no model call)
+        def dead_turn(carry, t):
+            shapes = jax.eval_shape(live_turn, carry, t)[1]
+            return carry, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
+
+        return jax.lax.cond(carry[2].any(), live_turn, dead_turn, carry, t)
+
+    alive0 = jnp.ones((n,), bool)
+    cache = None
+    if plan.incremental:
+        cache = transcripts.init_rows(policy.cfg, n * plan.num_lm, obs.tokens.shape[-1] + m)
+    (_, last_obs, _, _), turns = jax.lax.scan(turn, (env_state, obs, alive0, cache), jnp.arange(plan.num_turns))
+    if plan.central:
+        if plan.incremental:  # every turn's prompt is a prefix of the final transcript: one forward per seat
+            feats = critic_features(plan, policy, base, last_obs.tokens, turns.prompt_len)
+            turns = turns._replace(critic_obs=feats * turns.alive[..., None, None])  # ended games: 0, as read live
+        value = central_critic.critic_apply(trainable["critic"], turns.critic_obs) * turns.acted
+        turns = turns._replace(value=value)
+    return turns, seats, last_obs.tokens
+
+
+def _scaled(adapters, scale):
+    """Adapters times `scale` (0 for frozen seats: exactly the base model)."""
+    return {**adapters, "lora": jax.tree.map(lambda x: x * scale, adapters["lora"])}
+
+
+def act_full(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs):
+    """Every LM seat prefills its whole transcript and generates: keys [n] -> Sample fields [n, A', ...]."""
+    adapters, scale, per_env_weights = weights
+    tokens = take_agents(plan, obs.tokens, plan.lm_agents, 1)  # [n, A', L]
+    length = take_agents(plan, obs.length, plan.lm_agents, 1)  # [n, A']
+    agent_ids = jnp.asarray(plan.lm_agents)
+
+    def one_env(k, ad_env, sc_env, tok, ln):
+        def one_agent(seat, ad, s, t, l):
+            sample = policy.sample(jax.random.fold_in(k, seat), base, _scaled(ad, s), t[None], l[None])
+            return jax.tree.map(lambda x: x[0], sample)
+
+        return jax.vmap(one_agent)(agent_ids, ad_env, sc_env, tok, ln)
+
+    axis = 0 if per_env_weights else None
+    return jax.vmap(one_env, in_axes=(0, axis, axis, 0, 0))(keys, adapters, scale, tokens, length)
+
+
+def act_incremental(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs, active, cache):
+    """Movers only (K rows per env), each reading just the tokens added since its last turn.
+
+    Returns (Sample fields [n, A', ...] with non-movers empty, the updated cache)."""
+    adapters, scale, per_env_weights = weights
+    n, num_lm = active.shape[0], plan.num_lm
+    lm = jnp.asarray(plan.lm_agents)
+    act_lm = active[:, lm]  # [n, A']
+    if plan.movers == num_lm:
+        seat = jnp.broadcast_to(jnp.arange(num_lm), (n, num_lm))
+    else:
+        seat = jnp.argmax(act_lm, axis=-1)[:, None]  # [n, 1] (turn-based: the one mover)
+    env_of = jnp.broadcast_to(jnp.arange(n)[:, None], seat.shape)
+    rows = (env_of * num_lm + seat).reshape(-1)  # [n*K] rows of the cache
+    pick = lambda x: x[:, lm][env_of, seat].reshape((-1,) + x.shape[2:])  # noqa: E731
+    if per_env_weights:
+        row_ad = jax.tree.map(lambda x: x[env_of, seat].reshape((-1,) + x.shape[2:]), adapters)
+        row_scale = scale[env_of, seat].reshape(-1)
+    else:
+        row_ad = jax.tree.map(lambda x: x[seat].reshape((-1,) + x.shape[1:]), adapters)
+        row_scale = scale[seat].reshape(-1)
+    row_ad = {**row_ad, "lora": jax.tree.map(
+        lambda x: x * row_scale.reshape((-1,) + (1,) * (x.ndim - 1)).astype(x.dtype), row_ad["lora"])}
+    row_len = pick(obs.length)
+    # the key of (env, seat) that the full path uses, so both paths draw the same samples
+    row_keys = jax.vmap(jax.random.fold_in)(keys[env_of.reshape(-1)], lm[seat].reshape(-1))
+    sample, part = transcripts.act_rows(policy, row_keys, base, row_ad, pick(obs.tokens), row_len,
+                                        transcripts.take_rows(cache, rows), plan.chunk)
+    acting = act_lm[env_of, seat].reshape(-1)
+    cache = transcripts.put_rows(cache, rows, part._replace(seen=jnp.where(acting, part.seen, row_len)))
+
+    def full(x, fill):  # back to [n, A', ...]: rows of seats that did not move stay empty (masked later)
+        return jnp.full((n, num_lm) + x.shape[1:], fill, x.dtype).at[env_of, seat].set(
+            x.reshape(seat.shape + x.shape[1:]))
+
+    out = type(sample)(full(sample.tokens, plan.pad_id), full(sample.logprobs, 0.0), full(sample.mask, False),
+                       full(sample.value, 0.0))
+    return out, cache
+
+
+def critic_features(plan: Plan, policy: LMPolicy, base, final: jax.Array, prompt_len: jax.Array) -> jax.Array:
+    """MAPPO critic inputs [T, N, A, F] from each seat's final transcript (final [N, A, L], prompt_len [T, N, A])."""
+    t_len, n_env, a = prompt_len.shape
+    rows = final.reshape(n_env * a, -1)
+    pos = (jnp.moveaxis(prompt_len, 0, -1) - 1).reshape(n_env * a, t_len)  # each turn's last read token
+    feat_widths = transcripts.score_widths(rows.shape[1], plan.min_score_width)
+    branch = transcripts.width_index(feat_widths, prompt_len.max())
+    feats = jax.lax.switch(branch, [lambda r, w=w: central_critic.transcript_features(base, policy.cfg, r[:, :w], pos)
+                                    for w in feat_widths], rows)  # [N*A, T, D]
+    return central_critic.critic_inputs(jnp.moveaxis(feats.reshape(n_env, a, t_len, -1), 2, 0))
+
+
+def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> dict:
+    """Mean episode return over learning seats (learns [N, A]), success rate (a positive return), turns, tokens
+    per turn, format errors per learner turn, and `<key>_rate` per learner episode for boolean game outcomes."""
+
+    def total(x):
+        x = jnp.sum(x)
+        return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+    n = total(jnp.ones(turns.alive.shape[1:]))
+    learns = learns.astype(jnp.float32)  # [N, A]
+    returns = turns.reward.sum(0)  # [N, A]
+    per_env = (returns * learns).sum(-1) / jnp.maximum(learns.sum(-1), 1.0)
+    acting = turns.acts.astype(jnp.float32)
+    tokens = (turns.action_mask.sum(-1) * acting).sum()
+    out = {
+        "episode_return": total(per_env) / n,
+        "success_rate": total((per_env > 0).astype(jnp.float32)) / n,
+        "episode_turns": total(turns.alive.sum(0)) / n,
+        "tokens_per_turn": total(tokens) / jnp.maximum(total(acting.sum()), 1.0),
+    }
+    if "format_error" in turns.info:
+        fe = turns.info["format_error"]
+        fe = fe if fe.ndim == 3 else fe[..., None]
+        out["format_error_rate"] = total((fe * turns.acts).astype(jnp.float32)) / jnp.maximum(total(acting.sum()), 1.0)
+    learner_eps = total(jnp.minimum(learns.sum(-1), 1.0))
+    for name, v in turns.info.items():  # e.g. tic-tac-toe's won / draw / illegal: [T, N, A] bool
+        if name != "format_error" and v.ndim == 3 and v.dtype == jnp.bool_:
+            happened = jnp.any(v, axis=0).astype(jnp.float32) * learns  # [N, A]
+            out[f"{name}_rate"] = total(happened.max(-1)) / jnp.maximum(learner_eps, 1.0)
+    return out

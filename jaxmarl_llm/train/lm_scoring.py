@@ -1,0 +1,209 @@
+"""Scoring recorded turns under the current (or reference) policy, and the minibatch gradient.
+
+Two ways to score, matching the two rollout paths:
+  * `score_turns` (re-read): each turn's prompt + action is one forward; turn slices with nothing to
+    learn are skipped (ended games cost nothing);
+  * `score_episodes` (incremental): one forward per (env, loss seat) over its final transcript scores every
+    turn, at the narrowest of `plan.widths` that covers the episode (`lax.switch`).
+`minibatch_grads` picks that width outside the gradient, skips minibatches without signal, and with
+`num_microbatches > 1` accumulates the exact gradient a slice of episodes at a time.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxmarl_llm.algos.lm_objective import ALGORITHMS, Scored, lm_loss
+from jaxmarl_llm.policies import central_critic, transcripts
+from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens
+from jaxmarl_llm.train.lm_plan import LMHParams, Plan, Turns
+from jaxmarl_llm.train.lm_seats import loss_view, per_agent
+
+Scores = tuple  # (logprob, entropy, value), each [B, N, A_l, M]
+
+
+def _agent_first(x: jax.Array, axis: int) -> jax.Array:
+    return jnp.moveaxis(x, axis, 0)
+
+
+def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:
+    """batch fields [B, N, A_l, ...] -> logprob, entropy, value [B, N, A_l, M] (value: at each token's context;
+    [..., 0] is the turn's)."""
+    agents_tr = per_agent(plan, trainable, plan.loss_agents)
+
+    def one_agent(tr, prompt, plen, action, amask):
+        lead = prompt.shape[:-1]
+        flat = lambda x: x.reshape((-1,) + x.shape[len(lead):])  # noqa: E731
+        tokens, lengths, mask = append_tokens(flat(prompt), flat(plen), flat(action), flat(amask))
+        lp, ent, values = policy.score(base, None if reference else tr, tokens, lengths, mask)
+        take = jax.vmap(lambda row, start: jax.lax.dynamic_slice(row, (start,), (action.shape[-1],)))
+        return tuple(take(x, flat(plen)).reshape(action.shape) for x in (lp, ent, values))
+
+    # the agent axis is -2 of prompt/action fields, -1 of prompt_len: vmap over it
+    out = jax.vmap(one_agent)(agents_tr, _agent_first(batch.prompt, -2), _agent_first(batch.prompt_len, -1),
+                              _agent_first(batch.action, -2), _agent_first(batch.action_mask, -2))
+    return tuple(jnp.moveaxis(x, 0, -2) for x in out)
+
+
+def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:
+    """`score_slice` one turn at a time, skipping turns with nothing to learn (ended games cost nothing)."""
+    if batch.prompt.shape[0] == 1:
+        return score_slice(plan, policy, base, trainable, batch, reference)
+    critic = ALGORITHMS[plan.algo].critic
+    run = lambda b: score_slice(plan, policy, base, trainable, b, reference)  # noqa: E731
+
+    def one(row: Turns):
+        one_batch = jax.tree.map(lambda x: x[None], row)
+        need = row.acts.any() | (row.alive.any() if critic else False)
+        shapes = jax.eval_shape(run, one_batch)
+        skip = lambda b: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)  # noqa: E731
+        return jax.tree.map(lambda x: x[0], jax.lax.cond(need, run, skip, one_batch))
+
+    return jax.lax.map(one, batch._replace(info={}))
+
+
+def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs: jax.Array,
+                   reference: bool = False, width: int | None = None) -> Scores:
+    """One forward per (env, loss seat) over its episode (seqs [n, A_l, W]) scores every turn;
+    batch fields [T, n, A_l, ...] -> logprob, entropy, value [T, n, A_l, M]."""
+    agents_tr = per_agent(plan, trainable, plan.loss_agents)
+    mask = batch.token_mask()
+    need = transcripts.needed_width(batch.prompt_len, mask)  # one width for all agents (an unbatched switch)
+    at = plan.widths if width is None else (width,)
+
+    def one_agent(tr, seq, plen, action, amask):  # seq [n, W], plen [T, n], action [T, n, M]
+        out = transcripts.score_transcripts(policy, base, None if reference else tr, seq, plen.T,
+                                            jnp.swapaxes(action, 0, 1), jnp.swapaxes(amask, 0, 1), at, need)
+        return tuple(jnp.swapaxes(x, 0, 1) for x in out)
+
+    return jax.vmap(one_agent, in_axes=(0, 1, 2, 2, 2), out_axes=(2, 2, 2))(
+        agents_tr, seqs, batch.prompt_len, batch.action, mask)
+
+
+def score(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs, reference: bool = False,
+          width: int | None = None) -> Scores:
+    """The scoring path of the rollout's mode."""
+    if plan.incremental:
+        return score_episodes(plan, policy, base, trainable, batch, seqs, reference, width)
+    return score_turns(plan, policy, base, trainable, batch, reference)
+
+
+def episode_seqs(plan: Plan, final_tokens: jax.Array, train_turns: Turns, learns: jax.Array) -> jax.Array:
+    """Each loss seat's final transcript with its last action written back: [N, A_l, L + M]."""
+    final = loss_view(plan, final_tokens[None], learns)[0]  # [N, A_l, L]
+    t_total = train_turns.acts.shape[0]
+    last = t_total - 1 - jnp.argmax(train_turns.acts[::-1], axis=0)  # [N, A_l] last turn the seat acted
+    at_last = lambda x: jnp.take_along_axis(x, last.reshape((1,) + last.shape + (1,) * (x.ndim - 3)), 0)[0]  # noqa: E731
+    lead = final.shape[:2]
+    flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+    seq = transcripts.episode_sequence(flat(final), flat(at_last(train_turns.prompt_len)),
+                                       flat(at_last(train_turns.action)), flat(at_last(train_turns.action_mask)))
+    return seq.reshape(lead + seq.shape[1:])
+
+
+# ---- the loss ------------------------------------------------------------------------------------------
+
+def loss_of_scores(plan: Plan, scores: Scores, critic, ref_lp, mb: Turns, adv, ret, hp: LMHParams, axis_name):
+    """The loss as a function of the scored tokens (logprob, entropy, value) of the whole minibatch and the
+    central critic's weights (MAPPO: the values come from it, not from the scores)."""
+    logprob, entropy, value = scores  # value [B, N, A_l, M]
+    if plan.central:
+        value = central_critic.critic_apply(critic, mb.critic_obs)  # [B, N, A_l]
+    elif not plan.token_credit:
+        value = value[..., 0]  # the turn's value: at its prompt's last token
+    token_mask = mb.token_mask()  # [B, N, A_l, M]
+    value_mask = token_mask if plan.token_credit else mb.acts  # where the seat chose (own-turn GAE)
+    scored = Scored(logprob, entropy, value, mb.logprob, mb.value, adv, ret, token_mask, value_mask, ref_lp)
+    return lm_loss(ALGORITHMS[plan.algo], scored, hp, aggregation=plan.grpo_aggregation,
+                   kl_estimator=plan.kl_estimator, clip_value=plan.clip_value, axis_name=axis_name)
+
+
+def loss_fn(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, ret, hp: LMHParams, axis_name,
+            seqs=None, width=None):
+    """Score the minibatch (and its reference, with KL) and take the loss: differentiate w.r.t. `trainable`."""
+    ref_lp = None
+    if plan.use_kl:
+        ref_lp = jax.lax.stop_gradient(score(plan, policy, base, trainable, mb, seqs, True, width)[0])
+    scores = score(plan, policy, base, trainable, mb, seqs, False, width)
+    return loss_of_scores(plan, scores, trainable.get("critic"), ref_lp, mb, adv, ret, hp, axis_name)
+
+
+def accumulated_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, ret, hp: LMHParams,
+                      axis_name, seqs, width):
+    """The minibatch gradient with activations for only 1/micro of its episodes alive at a time.
+
+    Exact (not an average of per-microbatch losses): pass 1 scores every microbatch without
+    gradients, the loss's gradient with respect to those scores is taken on the whole minibatch
+    (cheap: no model in it), and pass 2 pulls it back through each microbatch's forward (a vjp,
+    recomputing that forward) and sums. Costs one extra forward, like rematerialization.
+    """
+    micro = plan.num_microbatches
+
+    def split(x, env_axis):  # [.., n, ..] -> [micro, .., n/micro, ..]
+        n = x.shape[env_axis]
+        x = x.reshape(x.shape[:env_axis] + (micro, n // micro) + x.shape[env_axis + 1:])
+        return jnp.moveaxis(x, env_axis, 0)
+
+    def join(x, env_axis):  # inverse of split
+        x = jnp.moveaxis(x, 0, env_axis)
+        return x.reshape(x.shape[:env_axis] + (x.shape[env_axis] * x.shape[env_axis + 1],) + x.shape[env_axis + 2:])
+
+    parts = (jax.tree.map(lambda x: split(x, 1), mb._replace(info={})), split(seqs, 0))
+    score_part = lambda tr, part, reference=False: score_episodes(  # noqa: E731
+        plan, policy, base, tr, part[0], part[1], reference, width)
+    scores = jax.tree.map(lambda x: join(x, 1), jax.lax.map(lambda part: score_part(trainable, part), parts))
+    ref_lp = None
+    if plan.use_kl:
+        ref_lp = join(jax.lax.map(lambda part: score_part(trainable, part, True)[0], parts), 1)
+    (g_scores, g_critic), metrics = jax.grad(
+        lambda sc, cr: loss_of_scores(plan, sc, cr, ref_lp, mb, adv, ret, hp, axis_name), argnums=(0, 1),
+        has_aux=True)(scores, trainable.get("critic"))
+    g_parts = jax.tree.map(lambda x: split(x, 1), g_scores)
+
+    def pull_back(total, xs):
+        part, g = xs
+        _, vjp = jax.vjp(lambda tr: score_part(tr, part), trainable)
+        return jax.tree.map(jnp.add, total, vjp(g)[0]), None
+
+    grads, _ = jax.lax.scan(pull_back, jax.tree.map(jnp.zeros_like, trainable), (parts, g_parts))
+    if plan.central:  # the critic is not in the scored forward: its gradient is the loss's own
+        grads = {**grads, "critic": g_critic}
+    return grads, metrics
+
+
+def minibatch_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, ret, hp: LMHParams,
+                    axis_name, seqs):
+    """(grads, metrics) of one minibatch (not yet reduced over devices)."""
+    def grad_at(width):
+        if plan.incremental and plan.num_microbatches > 1:
+            return accumulated_grads(trainable, plan, policy, base, mb, adv, ret, hp, axis_name, seqs, width)
+        return jax.grad(loss_fn, has_aux=True)(trainable, plan, policy, base, mb, adv, ret, hp, axis_name, seqs,
+                                               width)
+
+    if not plan.incremental:
+        return grad_at(None)
+    # the forward width follows the longest episode; the switch sits outside the gradient so only the
+    # taken width's activations exist (a switch inside `grad` keeps every branch's)
+    need = transcripts.needed_width(mb.prompt_len, mb.token_mask())
+    if axis_name is not None:
+        need = jax.lax.pmax(need, axis_name)
+    branch = transcripts.width_index(plan.widths, need)
+    branches = [lambda w=w: grad_at(w) for w in plan.widths]
+    if not ALGORITHMS[plan.algo].critic and not plan.use_kl:
+        # group baselines without KL: a minibatch whose advantages are all 0 (every group tied) has an
+        # exactly zero gradient, so skip its forward/backward (the optimizer still steps on zeros)
+        signal = jnp.any((adv != 0) & mb.acts)
+        if axis_name is not None:
+            signal = jax.lax.pmax(signal.astype(jnp.int32), axis_name) > 0
+        shapes = jax.eval_shape(branches[0])
+        branches.append(lambda: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes))
+        branch = jnp.where(signal, branch, len(plan.widths))
+    return jax.lax.switch(branch, branches)
+
+
+def token_values(plan: Plan, policy: LMPolicy, base, trainable, turns: Turns, seqs) -> jax.Array:
+    """Token-level credit: every generated token's value at the context it was chosen in, from one forward of
+    the acting policy, no gradient: [T, N, A_l, M] (0 off the loss tokens)."""
+    values = score(plan, policy, base, trainable, turns, seqs)[2]
+    return jax.lax.stop_gradient(values) * turns.token_mask()

@@ -1,0 +1,165 @@
+"""Who sits where in an LM game: learners, frozen agents, scripted players, opponent-pool snapshots.
+
+Agent slots: with `share_policy` every learning seat uses adapter slot 0 (frozen seats slot 1, run with
+adapters off); otherwise seat a uses slot a. Seats in `frozen_agents` (a judge, an answerer, a fixed
+opponent) act through the bare base model (adapter scale 0) and never enter a loss.
+
+Opponents inside the same compiled rollout (their rows never enter a loss):
+  * `scripted_agents` ("1:minimax", or {1: "random"}): the game's built-in
+    `opponent_action(key, state, kind)` plays that seat; no LM runs for it.
+  * `opponent_pool.size = P` (self-play, shared policy, two seats): the runner
+    state holds P frozen snapshots of the learner's adapter, stacked [P, ...].
+    Each group of envs draws the learner's seat (the role is in the game's
+    prompt) and one snapshot for the other seat, from global group ids. Every
+    `opponent_pool.refresh_every` updates the learner's adapter overwrites the
+    oldest snapshot (a `where` inside the compiled update). Only the learner's
+    seat enters the loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxmarl_llm.train.errors import ConfigError
+from jaxmarl_llm.train.lm_plan import Plan, Turns
+
+SCRIPTED_KINDS = ("random", "minimax")
+
+
+def parse_agent_map(value) -> dict[int, str]:
+    """`scripted_agents` as {agent index: kind}, from "1:minimax,0:random" or a mapping."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        items = [part.split(":", 1) for part in value.replace(" ", "").split(",") if part]
+        if any(len(kv) != 2 for kv in items):
+            raise ValueError(f"expected 'index:kind[,index:kind]', got {value!r}")
+        return {int(k): v for k, v in items}
+    return {int(k): str(v) for k, v in dict(value).items()}
+
+
+def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
+    """Seat settings that cannot work for this env fail at build time, naming the key."""
+    a = env.num_agents
+    for i, kind in scripted.items():
+        if not 0 <= i < a:
+            raise ConfigError(f"config.scripted_agents: agent {i} does not exist ({a} agents)")
+        if not hasattr(env, "opponent_action"):
+            raise ConfigError(f"config.scripted_agents: {type(env).__name__} has no built-in `opponent_action`")
+        if kind not in SCRIPTED_KINDS:
+            raise ConfigError(f"config.scripted_agents: agent {i} kind {kind!r}; expected 'random' or 'minimax'")
+    if set(scripted) & set(config.frozen_agents):
+        raise ConfigError("config.scripted_agents: an agent cannot be both scripted and in frozen_agents")
+    if pool_size:
+        if a != 2 or scripted or config.frozen_agents or not config.share_policy:
+            raise ConfigError("config.opponent_pool: self-play with a pool needs a two-seat game, share_policy=True, "
+                              "and no scripted_agents or frozen_agents")
+    elif not any(i not in scripted and i not in config.frozen_agents for i in range(a)):
+        raise ConfigError("config.scripted_agents / frozen_agents: no agent is left to learn")
+
+
+def seat_layout(config, num_agents: int, scripted: dict[int, str]) -> dict[str, Any]:
+    """The seat fields of a `Plan` (slots, scales, which seats an LM plays and which are scored)."""
+    pool_size = int(config.opponent_pool.size)
+    frozen = np.zeros((num_agents,), bool)
+    frozen[list(config.frozen_agents)] = True
+    is_scripted = np.zeros((num_agents,), bool)
+    is_scripted[list(scripted)] = True
+    if config.share_policy:
+        slot_of_agent = np.where(frozen, 1 if frozen.any() else 0, 0)
+    else:
+        slot_of_agent = np.arange(num_agents)
+    learns = ~frozen & ~is_scripted
+    return dict(
+        lm_agents=tuple(int(a) for a in np.flatnonzero(~is_scripted)),
+        loss_agents=(0,) if pool_size else tuple(int(a) for a in np.flatnonzero(learns)),
+        learns=tuple(bool(x) for x in learns),
+        slot_of_agent=tuple(int(s) for s in slot_of_agent),
+        num_slots=int(slot_of_agent.max()) + 1,
+        agent_scale=tuple(0.0 if f else 1.0 for f in frozen),
+        scripted=tuple(sorted(scripted.items())),
+        pool_size=pool_size,
+        refresh_every=int(config.opponent_pool.refresh_every),
+    )
+
+
+class Seats(NamedTuple):
+    """Who plays each (env, agent) seat in one rollout."""
+
+    learns: jax.Array  # [N, A] bool: the seat's tokens enter the loss
+    pick: jax.Array  # [N, A] int32: adapter row in concat(learner slots [S], pool [P])
+    scale: jax.Array  # [N, A] float32: 0 = bare base model
+
+
+def draw_seats(plan: Plan, key: jax.Array, env_ids: jax.Array) -> Seats:
+    """Fixed seats, or (pool) the learner's seat and the opponent's snapshot drawn per global group id."""
+    n, a = env_ids.shape[0], plan.num_agents
+    if not plan.pool_size:
+        return Seats(jnp.broadcast_to(jnp.asarray(np.asarray(plan.learns)), (n, a)),
+                     jnp.broadcast_to(plan.slots(), (n, a)), jnp.broadcast_to(plan.scale(), (n, a)))
+    gid = env_ids // plan.group_size
+    k_seat, k_snap = jax.random.split(key)
+    seat = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_seat, g), (), 0, a))(gid)
+    snap = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_snap, g), (), 0, plan.pool_size))(gid)
+    learns = jnp.arange(a)[None, :] == seat[:, None]  # [N, A]
+    pick = jnp.where(learns, 0, plan.num_slots + snap[:, None]).astype(jnp.int32)
+    return Seats(learns, pick, jnp.ones((n, a), jnp.float32))
+
+
+def per_agent(plan: Plan, trainable, agents: tuple[int, ...]):
+    """Slot-stacked trainable [S, ...] -> one entry per listed seat [A', ...] (a gather: grads flow back)."""
+    per_slot = {k: v for k, v in trainable.items() if k != "critic"}  # the central critic has no slot axis
+    return jax.tree.map(lambda x: x[plan.slots()[jnp.asarray(agents)]], per_slot)
+
+
+def acting_weights(plan: Plan, trainable, pool, seats: Seats):
+    """(adapters, scales, per_env) for the LM seats: [A', ...] shared by envs, or [N, A', ...] with a pool."""
+    lm = jnp.asarray(plan.lm_agents)
+    if not plan.pool_size:
+        return per_agent(plan, trainable, plan.lm_agents), plan.scale()[lm], False
+    pick = seats.pick[:, lm]  # [N, A']
+    bank = jax.tree.map(lambda s, p: jnp.concatenate([s, p]), trainable["lora"], pool)  # [S + P, ...]
+    value_slot = jnp.where(pick < plan.num_slots, pick, 0)  # snapshots carry no value head; theirs is unused
+    adapters = {"lora": jax.tree.map(lambda x: x[pick], bank),
+                "value_head": jax.tree.map(lambda x: x[value_slot], trainable["value_head"])}
+    return adapters, seats.scale[:, lm], True
+
+
+def take_agents(plan: Plan, x: jax.Array, agents: tuple[int, ...], axis: int) -> jax.Array:
+    return x if len(agents) == plan.num_agents else jnp.take(x, jnp.asarray(agents), axis=axis)
+
+
+def loss_view(plan: Plan, x: jax.Array, learns: jax.Array) -> jax.Array:
+    """x [T, N, A, ...] -> [T, N, A_l, ...]: the learning seats (with a pool: each env's learner seat)."""
+    if not plan.pool_size:
+        return take_agents(plan, x, plan.loss_agents, 2)
+    seat = jnp.argmax(learns, axis=-1)  # [N]
+    idx = seat.reshape((1, -1, 1) + (1,) * (x.ndim - 3))
+    return jnp.take_along_axis(x, idx, axis=2)
+
+
+def loss_seats(plan: Plan, turns: Turns, learns: jax.Array) -> Turns:
+    """Only the seats that can learn go into the loss (scripted, frozen, snapshot seats are never scored)."""
+    per_seat = ("prompt", "prompt_len", "action", "action_mask", "logprob", "value", "reward", "critic_obs",
+                "acted", "acts")
+    return turns._replace(**{f: loss_view(plan, getattr(turns, f), learns) for f in per_seat}, info={})
+
+
+def init_pool(plan: Plan, lora):
+    """Every snapshot starts as the initial learner (B = 0: the base model); None without a pool."""
+    if not plan.pool_size:
+        return None
+    return jax.tree.map(lambda x: jnp.broadcast_to(x[0], (plan.pool_size, *x.shape[1:])), lora)
+
+
+def refresh_pool(plan: Plan, pool, lora, step: jax.Array):
+    """Every `refresh_every` updates the learner's adapter (slot 0) overwrites the oldest snapshot."""
+    if not plan.pool_size:
+        return pool
+    due = step % plan.refresh_every == 0
+    oldest = (step // plan.refresh_every - 1) % plan.pool_size
+    return jax.tree.map(lambda p, x: p.at[oldest].set(jnp.where(due, x[0], p[oldest])), pool, lora)

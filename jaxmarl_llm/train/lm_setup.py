@@ -1,0 +1,67 @@
+"""The one setup path of every LM trainer (lm_rl, sft, dpo): tokenizer -> env -> base model -> policy.
+
+    setup = setup_lm(config)            # LMSetup(tokenizer, env, cfg, base, policy)
+
+`config` is any LM trainer's config: it reads `tokenizer`, `env_name`, `env_kwargs`, `model`,
+`lora` and `sampling`. Pass `env` to play an env built elsewhere (tests, custom games).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from jaxmarl_llm.envs import registry
+from jaxmarl_llm.policies.lm_policy import LMPolicy, build_model, make_policy
+from jaxmarl_llm.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer
+
+
+class LMSetup(NamedTuple):
+    tokenizer: Any
+    env: Any
+    cfg: Any  # ModelConfig
+    base: Any  # base params pytree (frozen in RL; trained by SFT/DPO with train_base)
+    policy: LMPolicy
+
+
+def setup_lm(config, env=None) -> LMSetup:
+    """Tokenizer, env (unless given), base model (a checkpoint folder or a random tiny model) and the policy."""
+    tokenizer = build_tokenizer(config.tokenizer, config.env_name, config.env_kwargs)
+    if env is None:
+        env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
+    cfg, base = build_model(config.model, tokenizer, config.model.init_seed)
+    policy = make_policy(cfg, config.lora, config.sampling, tokenizer, max_new_tokens=env.max_action_tokens)
+    return LMSetup(tokenizer, env, cfg, base, policy)
+
+
+def build_tokenizer(spec: str, env_name: str = "", env_kwargs=None):
+    """"char" or "word" (built-in) or a local Hugging Face tokenizer folder.
+
+    "word" is a `WordTokenizer` over every fixed string the env `env_name` encodes
+    when it is built (prompts, feedback, board pictures): whole words become one id,
+    so a from-scratch model reads short transcripts; the same env and kwargs always
+    give the same ids, so a saved model and a later run agree.
+    """
+    if spec in ("", "char"):
+        return CharTokenizer()
+    if spec == "word":
+        if not env_name:
+            raise ValueError("tokenizer='word' is built from an env's texts: set config.env_name")
+        return WordTokenizer.from_texts(_env_texts(env_name, dict(env_kwargs or {})))
+    return HFTokenizer(spec)
+
+
+class _RecordingTokenizer(CharTokenizer):
+    def __init__(self):
+        super().__init__()
+        self.texts: list[str] = []
+
+    def encode(self, text: str) -> list[int]:
+        self.texts.append(text)
+        return super().encode(text)
+
+
+def _env_texts(env_name: str, env_kwargs: dict) -> list[str]:
+    """Every string env `env_name` encodes while it is built, in order."""
+    recorder = _RecordingTokenizer()
+    registry.make(env_name, tokenizer=recorder, **env_kwargs)
+    return recorder.texts

@@ -1,0 +1,95 @@
+"""The trainer registry: what `config.trainer` names, and every hook the entry points need of it.
+
+    spec = TRAINERS[config.trainer]
+    spec.validate(config)                        # ConfigError naming the first bad key
+    trainer = spec.make_train(config)            # init / update / state_specs / num_updates / hparams
+    chunk = sharded_chunk(trainer, mesh, K)      # one compiled chunk of K updates, the same for every trainer
+    spec.steps_per_update(config), spec.headline(config)   # what the runner counts and plots
+    result = spec.after_training(config, trainer, result)  # exports, held-out evaluation
+
+Adding a trainer = its module (make_train), its config module (defaults + validator) and one line below.
+experiments/*.py, train/entry.py and train/evaluate.py never branch on the kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+from jaxmarl_llm.train import dpo, lm_rl, mlp_ppo, sft
+from jaxmarl_llm.train.config import validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft
+from jaxmarl_llm.train.evaluate import SeatWeights, evaluate_trainer, shared_seat_weights, slot_seat_weights
+
+
+def _keep(config, trainer, result: dict) -> dict:
+    return result
+
+
+class TrainerSpec(NamedTuple):
+    """One trainer kind. Every hook takes the (validated) config; none of them compiles anything."""
+
+    validate: Callable[[Any], None]  # validate(config): raise ConfigError naming the key
+    make_train: Callable[[Any], Any]  # make_train(config) -> trainer (init, update, state_specs, hparams, ...)
+    steps_per_update: Callable[[Any], int]  # env steps (LM: episodes, DPO: pairs) one update consumes
+    headline: Callable[[Any], str]  # the metric the progress bar, the plot and a sweep's table show
+    after_training: Callable[[Any, Any, dict], dict] = _keep  # (config, trainer, result) -> result + outputs
+    # (trainer, state) -> SeatWeights: what each seat acts with in a held-out greedy evaluation (LM trainers)
+    seat_weights: Callable[[Any, Any], SeatWeights] | None = None
+
+
+# ---- after-training hooks -----------------------------------------------------------------------
+
+
+def heldout_eval(config, trainer, state, num_episodes: int | None = None) -> dict[str, float]:
+    """Greedy results of a trained LM run's `state` on its env's held-out split (train/evaluate.py)."""
+    weights = TRAINERS[config.get("trainer", "mlp_ppo")].seat_weights(trainer, jax.device_get(state))
+    return evaluate_trainer(config, trainer, weights, num_episodes)
+
+
+def _eval_if_asked(config, trainer, result: dict) -> dict:
+    """LM runs with eval_episodes > 0: greedy held-out results in result["eval"] and <out_dir>/eval.json."""
+    if config.get("eval_episodes", 0) > 0:
+        result["eval"] = heldout_eval(config, trainer, result["state"])
+        with open(os.path.join(result["out_dir"], "eval.json"), "w") as f:
+            json.dump(result["eval"], f, indent=2)
+        print("held-out greedy eval:", {k: round(v, 4) for k, v in result["eval"].items()})
+    return result
+
+
+def _export_sft(config, trainer, result: dict) -> dict:
+    """The model (adapters merged) to <out_dir>/model, ready for an RL run's model.checkpoint."""
+    result["model_dir"] = trainer.export(result["state"], sft.model_dir(result["out_dir"]))
+    print(f"model written to {result['model_dir']} (RL from it: --config.model.checkpoint={result['model_dir']})")
+    return _eval_if_asked(config, trainer, result)
+
+
+def _export_dpo(config, trainer, result: dict) -> dict:
+    """The model to <out_dir>/model and, when only LoRA adapters trained, the PEFT adapter to <out_dir>/adapter."""
+    result["model_dir"] = trainer.export(result["state"], dpo.model_dir(result["out_dir"]))
+    result["adapter_dir"] = trainer.export_adapter(result["state"], dpo.adapter_dir(result["out_dir"]))
+    print(f"model written to {result['model_dir']}" +
+          (f", PEFT adapter to {result['adapter_dir']}" if result["adapter_dir"] else ""))
+    return _eval_if_asked(config, trainer, result)
+
+
+def _sft_headline(config) -> str:
+    """source="policy" keeps the episodes it plays: their return is what improves; else the teacher's moves."""
+    return "episode_return" if config.get("source", "teacher") == "policy" else "move_accuracy"
+
+
+# ---- the registry -------------------------------------------------------------------------------
+
+TRAINERS: dict[str, TrainerSpec] = {
+    "mlp_ppo": TrainerSpec(validate_mlp_ppo, mlp_ppo.make_train, lambda c: c.num_envs * c.num_steps,
+                           lambda c: "team_return"),
+    "lm_rl": TrainerSpec(validate_lm_rl, lm_rl.make_train, lambda c: c.num_envs, lambda c: "episode_return",
+                         _eval_if_asked, slot_seat_weights),
+    "sft": TrainerSpec(validate_sft, sft.make_train, lambda c: c.num_envs, _sft_headline, _export_sft,
+                       shared_seat_weights),
+    # env_steps counts preference pairs
+    "dpo": TrainerSpec(validate_dpo, dpo.make_train, lambda c: c.batch_size, lambda c: "reward_margin", _export_dpo,
+                       shared_seat_weights),
+}
