@@ -23,10 +23,6 @@ from jaxmarl_llm.train.lm_seats import loss_view, per_agent
 Scores = tuple  # (logprob, entropy, value), each [B, N, A_l, M]
 
 
-def _agent_first(x: jax.Array, axis: int) -> jax.Array:
-    return jnp.moveaxis(x, axis, 0)
-
-
 def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:
     """batch fields [B, N, A_l, ...] -> logprob, entropy, value [B, N, A_l, M] (value: at each token's context;
     [..., 0] is the turn's)."""
@@ -41,9 +37,8 @@ def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
         return tuple(take(x, flat(plen)).reshape(action.shape) for x in (lp, ent, values))
 
     # the agent axis is -2 of prompt/action fields, -1 of prompt_len: vmap over it
-    out = jax.vmap(one_agent)(agents_tr, _agent_first(batch.prompt, -2), _agent_first(batch.prompt_len, -1),
-                              _agent_first(batch.action, -2), _agent_first(batch.action_mask, -2))
-    return tuple(jnp.moveaxis(x, 0, -2) for x in out)
+    return jax.vmap(one_agent, in_axes=(0, -2, -1, -2, -2), out_axes=-2)(
+        agents_tr, batch.prompt, batch.prompt_len, batch.action, batch.action_mask)
 
 
 def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:
