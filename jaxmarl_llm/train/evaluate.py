@@ -135,12 +135,17 @@ class SeatWeights(NamedTuple):
     scale: jax.Array | None = None  # [A] adapter scale per agent (0 = the bare base), or None (all 1)
 
 
+def every_seat(trainable: Any | None, num_agents: int) -> Any | None:
+    """One trainable tree (no agent axis) as leaves [A, ...]: every seat plays it; None stays None (the bare base)."""
+    if trainable is None:
+        return None
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_agents, *x.shape)), trainable)
+
+
 def shared_seat_weights(trainer, state) -> SeatWeights:
     """SFT / DPO: one set of weights (`trainer.weights`) plays every seat."""
     params, trainable = trainer.weights(state, trainer.base)
-    a = trainer.env.num_agents
-    stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)
-    return SeatWeights(params, stacked)
+    return SeatWeights(params, every_seat(trainable, trainer.env.num_agents))
 
 
 def slot_seat_weights(trainer, state) -> SeatWeights:

@@ -201,11 +201,10 @@ def policy_script(env, policy: LMPolicy, params, trainable) -> Script:
     before its first eos, as the env records it, so `collect`'s move spans and eos targets line up
     with the transcript (the eos itself is the target after the move).
     """
-    from jaxmarl_llm.train.evaluate import lm_actor
+    from jaxmarl_llm.train.evaluate import every_seat, lm_actor
 
     a = env.num_agents
-    stacked = None if trainable is None else jax.tree.map(lambda x: jnp.broadcast_to(x, (a, *x.shape)), trainable)
-    act = lm_actor(policy, params, stacked)
+    act = lm_actor(policy, params, every_seat(trainable, a))
     pad, eos = policy.sampling.pad_id, env.codec.eos_id
 
     def step(key, memory, state):
