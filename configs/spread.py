@@ -1,57 +1,55 @@
 """The main job, LM version: IPPO-style PPO with a language-model policy on tokenized MPE simple_spread (N=3).
 
-The same world as configs/spread_mlp.py (3 agents cover 3 landmarks, 25 steps,
-local_ratio 0.5), seen as text through `text/tokenized_mpe`: each step every
-agent reads its 18 observation numbers quantized to 16 levels
-("Observation (18 numbers, 0 to 15): 8 8 11 ... Action (stay, left, right,
-down, up): ") and writes one of the five words. An unreadable reply plays
-`stay` and costs `format_penalty` (-0.1). No history: every prompt is the
-current step only, so each turn is a fixed 128-token prompt.
+The same world as configs/spread_mlp.py (3 agents cover 3 landmarks, 25 steps, local_ratio 0.5), seen as
+text through `text/tokenized_mpe`: each step every agent reads its 18 observation numbers quantized to 16
+levels and replies with one of the five moves.
 
-Seats: all three agents learn, one shared adapter (like the MLP baseline's
-shared parameters), each acting on its own observation. PPO, not GRPO: the
-reward is dense (every step) and an episode is 25 decisions, so GAE over turns
-with the value head on the prompt's last hidden state gives each turn its own
-credit, where GRPO would give all 25 turns one episode-level advantage;
-gamma 0.99, lambda 0.95 as in the MLP job. Tiny random model with the
-character tokenizer: sized for 2 CPU cores.
-`--config.model.checkpoint=/path/to/hf_folder --config.tokenizer=/path/to/hf_folder`
-starts from a real checkpoint with rank-16 adapters instead.
+Actions are constrained (`policy.actions="constrained"`, policies/candidates.py): the env lists its five
+move words and decoding can only spell one of them, so every reply is a move (format errors 0%) and the
+log-prob is under the distribution renormalised over the moves. `--config.policy.actions=free` is the
+old setting: a random tiny model then never writes a move word (100% format errors, a flat line).
 
-Metrics: `episode_return` is the mean over agents of each agent's episode
-return, format penalties included (3x it is comparable to the MLP job's
-`team_return`; -61 there is JaxMARL's 10M-step IPPO), `format_error_rate` the
-share of turns whose reply was not an action word. A random tiny model: -27
-per agent (2.5 of it penalties), format errors 100%.
+Sized for a from-scratch tiny model on 2 CPU cores: the word tokenizer with no separator and
+`field_names` writes each number as one token that names its field and level ("a8b8c11..."), `show_step`
+adds the step count ("t7": the value of a state depends on the steps left, which MPE observations do not
+say), and the prompt is only that plus "\nAction:": 22 tokens a turn, each move one token, so acting
+needs no decode loop (docs/benchmarks.md has the cost per update before and after).
 
-From scratch a random tiny model almost never writes an exact action word, so
-every agent stays put and pays the format penalty whatever it samples: reward
-differences come from where the episode started, not from the reply, and PPO
-gets almost no signal. Learning needs a warm start: a checkpoint that follows
-the instruction in the prompt (above), or SFT of the tiny model on transcripts
-of a trained policy (configs/spread_mlp.py's MLP, as a scripted teacher in
-train/scripted.py: not written yet), then `--config.model.checkpoint=<sft out>/model`.
-`configs/spread.py:mappo` swaps the per-agent value head for MAPPO's centralized critic: an MLP over
-all three agents' prompt summaries (the frozen base's last hidden state), so each agent's value sees
-where the others are, like the MLP job's `--config.algo=mappo` world-state critic.
-
-The MLP baseline stays the headline: `python experiments/train.py --config=configs/spread_mlp.py`.
+Seats: all three agents learn, one shared adapter (like the MLP baseline's shared parameters). PPO, not
+GRPO: the reward is dense and an episode is 25 decisions, so GAE over turns gives each turn its own credit.
+The critic is centralized (MAPPO's centralized training): an MLP over the env's world state (positions,
+velocities, the share of the episode played), the input the MLP job's `--config.algo=mappo` critic reads;
+the LM acts on its own text only. With the per-seat value head on the adapter trunk
+(`configs/spread.py:ippo`) the critic is far worse (value loss 20-35 vs 3-6 over 100 updates) and the
+team return hardly moves (docs/benchmarks.md).
+Metrics: `team_return` is the sum of the three agents' returns (the MLP job's `team_return`; JaxMARL's
+10M-step IPPO reaches -61, the random policy about -80), `return_agent<i>` each agent's, `env_steps`
+the env steps played. `--config.policy.actions=scored` scores each move as a whole (GLAM; with one-token
+moves it is the same distribution as constrained). `configs/spread.py:mappo` reads all three agents'
+prompt summaries (the frozen base's last hidden state) instead of the world state.
+`--config.model.checkpoint=/path/to/hf_folder --config.tokenizer=/path/to/hf_folder` starts from a real
+checkpoint (then prefer the readable default prompt: `--config.env_kwargs.prompt=...`).
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults
 
 
+CRITICS = {"": "world_state", "ippo": "ippo", "mappo": "mappo"}
+
+
 def get_config(variant: str = ""):
-    if variant not in ("", "ippo", "mappo"):
-        raise ValueError(f"configs/spread.py:{variant}: the variant is 'ippo' (default) or 'mappo'")
+    if variant not in CRITICS:
+        raise ValueError(f"configs/spread.py:{variant}: the variant is 'ippo' or 'mappo' (default: the world-state critic)")
     c = lm_rl_defaults()
-    if variant == "mappo":
-        c.critic.kind = "mappo"  # one critic over all three agents' prompts (policies/central_critic.py)
+    c.critic.kind = CRITICS[variant]  # policies/central_critic.py
     c.env_name = "text/tokenized_mpe"
     c.env_kwargs = {
         "env": "mpe/simple_spread", "num_agents": 3, "local_ratio": 0.5, "max_cycles": 25, "continuous_actions": False,
         "bins": 16, "low": -2.0, "high": 2.0, "max_action_tokens": 8, "format_penalty": -0.1,
+        "prompt": "", "outro": "\nAction:", "separator": "", "field_names": True, "show_step": True,
     }
+    c.tokenizer = "word"
+    c.policy.actions = "constrained"
     c.algo = "ppo"
     c.share_policy = True
     c.num_turns = 25  # max_cycles: one turn per env step
@@ -63,7 +61,7 @@ def get_config(variant: str = ""):
     c.gamma = 0.99
     c.gae_lambda = 0.95
     c.vf_coef = 0.5
-    c.total_episodes = 16 * 100
+    c.total_episodes = 16 * 360  # 360 updates, 144k env steps: about 9 minutes on 2 idle CPU cores
     c.run.out_dir = "runs/spread"
     c.run.updates_per_chunk = 5
     return c

@@ -87,15 +87,17 @@ def test_debate(tmp_path, variant):
 
 @pytest.mark.parametrize("variant", ["", ":mappo"])
 def test_spread_is_an_lm_policy_on_tokenized_spread(tmp_path, variant):
-    """`:mappo`: the centralized critic on a game whose prompts are rewritten each turn (read turn by turn)."""
+    """Default: constrained moves, the world-state critic; `:mappo`: the transcript critic on a game whose prompts
+    are rewritten each turn (read turn by turn)."""
     config = _tiny("spread.py" + variant, tmp_path, max_cycles=5)
     assert config.trainer == "lm_rl" and config.env_name == "text/tokenized_mpe"
-    assert config.critic.kind == ("mappo" if variant else "ippo")
-    assert config.env_kwargs.env == "mpe/simple_spread"
+    assert config.critic.kind == ("mappo" if variant else "world_state")
+    assert config.env_kwargs.env == "mpe/simple_spread" and config.policy.actions == "constrained"
     config.num_turns = 5
     metrics = _train(config)
-    assert 0.0 <= metrics["format_error_rate"] <= 1.0
+    assert metrics["format_error_rate"] == 0.0  # every constrained reply is a move
     assert metrics["episode_turns"] == 5.0
+    assert metrics["team_return"] == pytest.approx(3 * metrics["episode_return"], rel=1e-5)
     assert load_config_file(os.path.join(ROOT, "configs", "spread_mlp.py")).trainer == "mlp_ppo"
 
 

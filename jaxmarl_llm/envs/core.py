@@ -66,6 +66,10 @@ class Env:
     #   across turns and score a whole episode from the final transcript.
     max_movers: int | None = None
     appends_actions: bool = False
+    # Valid replies, for policies that act only among them (policies/candidates.py, `policy.actions`):
+    #   action_candidates: the K replies' token ids (token games; None: any text), fixed when the env is built;
+    #   candidate_mask(state) -> bool [A, K]: which of them are valid now (default: all).
+    action_candidates: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def name(self) -> str:
@@ -93,6 +97,10 @@ class Env:
     def active(self, state: PyTree) -> jax.Array:
         """bool[A]: who acts in this state. All agents act unless the env is turn-based."""
         return getattr(state, "active", jnp.ones((self.num_agents,), bool))
+
+    def candidate_mask(self, state: PyTree) -> jax.Array:
+        """bool[A, K]: the replies of `action_candidates` valid in this state (default: every one)."""
+        return jnp.ones((self.num_agents, len(self.action_candidates or ())), bool)
 
     @property
     def obs_sizes(self) -> tuple[int, ...]:

@@ -1,4 +1,5 @@
-"""A centralized critic for LM agents (MAPPO): each seat's value from every seat's transcript.
+"""A centralized critic for LM agents (MAPPO): each seat's value from every seat's transcript, or from the
+env's world state (`critic.kind="world_state"`: an MLP over the same floats the MLP job's MAPPO critic reads).
 
     feats = transcript_features(base, cfg, tokens, positions)   # [B, T, D] frozen-base summaries
     x = critic_inputs(feats_by_seat)                             # [..., A, A*D + A]
@@ -27,9 +28,10 @@ from jaxmarl_llm.models.config import ModelConfig
 from jaxmarl_llm.models.transformer import Params, forward
 
 
-def critic_init(key: jax.Array, num_agents: int, feature_size: int, width: int) -> Params:
-    """MLP [A*D + A] -> width -> 1; the output layer starts at zero (values start at 0, like the value head)."""
-    in_dim = num_agents * feature_size + num_agents
+def critic_init(key: jax.Array, num_agents: int, feature_size: int, width: int, per_seat: bool = True) -> Params:
+    """MLP [A*D + A] (per_seat=False: one world-state vector [D + A]) -> width -> 1; the output layer starts at
+    zero (values start at 0, like the value head)."""
+    in_dim = (num_agents if per_seat else 1) * feature_size + num_agents
     w1 = jax.random.normal(key, (in_dim, width), jnp.float32) / math.sqrt(in_dim)
     return {"w1": w1, "b1": jnp.zeros((width,), jnp.float32),
             "w2": jnp.zeros((width,), jnp.float32), "b2": jnp.zeros((), jnp.float32)}
@@ -46,6 +48,15 @@ def critic_inputs(features: jax.Array) -> jax.Array:
     *lead, a, d = features.shape
     joint = jnp.broadcast_to(features.reshape(*lead, 1, a * d), (*lead, a, a * d))
     onehot = jnp.broadcast_to(jnp.eye(a, dtype=features.dtype), (*lead, a, a))
+    return jnp.concatenate([joint, onehot], axis=-1)
+
+
+def world_inputs(world: jax.Array, num_agents: int) -> jax.Array:
+    """The env's world state [..., S] (floats: positions, velocities, ...) -> [..., A, S + A]: the state, then who
+    is valued. Centralized training only: the critic reads what no seat's text says; the LM acts on its text."""
+    lead = world.shape[:-1]
+    joint = jnp.broadcast_to(world[..., None, :].astype(jnp.float32), (*lead, num_agents, world.shape[-1]))
+    onehot = jnp.broadcast_to(jnp.eye(num_agents, dtype=jnp.float32), (*lead, num_agents, num_agents))
     return jnp.concatenate([joint, onehot], axis=-1)
 
 

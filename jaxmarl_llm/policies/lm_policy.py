@@ -33,8 +33,10 @@ from jaxmarl_llm.models import lora as lora_lib
 from jaxmarl_llm.models.config import ModelConfig
 from jaxmarl_llm.models.lora import LoraConfig, init_lora
 from jaxmarl_llm.models.sampling import SamplingConfig, generate_with_state, sampling_logprobs
-from jaxmarl_llm.models.transformer import Params, forward, init_params
+from jaxmarl_llm.models.transformer import Params, forward, init_cache, init_params, lm_head
+from jaxmarl_llm.policies import candidates as cand_lib
 from jaxmarl_llm.policies.base import Sample
+from jaxmarl_llm.policies.candidates import Candidates
 
 
 def value_head_init(cfg: ModelConfig, num_agents: int | None = None) -> Params:
@@ -89,11 +91,26 @@ def append_tokens(prompt: jax.Array, prompt_lengths: jax.Array, response: jax.Ar
     return tokens, lengths.astype(jnp.int32), action_mask
 
 
+def row_keys(key: jax.Array, rows: int) -> jax.Array:
+    """One key per row: a batch of one keeps `key` itself (so a row sampled alone or in a batch with its own
+    key draws the same), a bigger batch splits it; per-row keys [B] pass through."""
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    if key.ndim == (1 if typed else 2):
+        return key
+    return key[None] if rows == 1 else jax.random.split(key, rows)
+
+
 @dataclasses.dataclass(frozen=True)
 class LMPolicy:
+    """actions: "free" (any text), "constrained" (decoding walks the candidates' trie) or "scored" (a softmax
+    over the candidates' sequence log-probs); `candidates` are the env's valid replies (policies/candidates.py)."""
+
     cfg: ModelConfig
     lora: LoraConfig = LoraConfig()
     sampling: SamplingConfig = SamplingConfig()
+    actions: str = "free"
+    candidates: Candidates | None = None
+    length_normalize: bool = False  # scored: mean instead of summed token log-probs (TWOSOME)
 
     def init_trainable(self, key: jax.Array, num_agents: int | None = None) -> Params:
         """Adapters (B = 0) and a zero value head; leaves [A, ...] when num_agents is given."""
@@ -111,8 +128,12 @@ class LMPolicy:
         return forward(params, tokens, self.cfg, lora=self._lora(trainable), lora_scale=self.lora.scale)[0]
 
     def sample(self, key: jax.Array, params: Params, trainable: Params | None, obs_tokens: jax.Array,
-               obs_lengths: jax.Array) -> Sample:
-        """Generate an action (a token sequence) per row; the value is read from the prompt's last hidden state."""
+               obs_lengths: jax.Array, valid: jax.Array | None = None) -> Sample:
+        """Generate an action (a token sequence) per row; the value is read from the prompt's last hidden state.
+
+        valid [B, K]: the candidates allowed in each row's state (constrained / scored; default all)."""
+        if self.actions != "free":
+            return self._sample_candidates(key, params, trainable, obs_tokens, obs_lengths, valid)
         s = self.sampling
         out = generate_with_state(key, params, self._lora(trainable), obs_tokens, obs_lengths, self.cfg,
                                   max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_k=s.top_k,
@@ -122,6 +143,102 @@ class LMPolicy:
         if trainable is not None and "value_head" in trainable:
             value = value_head_apply(trainable["value_head"], out["prompt_hidden"])
         return Sample(out["tokens"], out["logprobs"], out["mask"], value)
+
+    def _value(self, trainable: Params | None, hidden: jax.Array) -> jax.Array:
+        if trainable is None or "value_head" not in trainable:
+            return jnp.zeros(hidden.shape[:-1], jnp.float32)
+        return value_head_apply(trainable["value_head"], hidden)
+
+    def _valid(self, valid: jax.Array | None, rows: tuple[int, ...]) -> jax.Array:
+        return jnp.ones(rows + (self.candidates.size,), bool) if valid is None else valid
+
+    def _sample_candidates(self, key, params, trainable, obs_tokens, obs_lengths, valid) -> Sample:
+        """Constrained decoding (walk the trie) or a draw over scored candidates."""
+        b, l = obs_tokens.shape
+        s, m = self.sampling, self.sampling.max_new_tokens
+        keys, valid = row_keys(key, b), self._valid(valid, (b,))
+        lengths = obs_lengths.astype(jnp.int32)
+        if self.actions == "scored":
+            scores, hidden = self.candidate_scores(params, trainable, obs_tokens, lengths)
+            # the key constrained decoding draws its first token with: one-token replies sample the same
+            first_keys = jax.vmap(lambda k: jax.random.split(k, self.candidates.depth)[0])(keys)
+            k, lp = cand_lib.scored_pick(first_keys, scores, valid, s.temperature)
+            tokens = jnp.asarray(self.candidates.table(m))[k]  # [B, M]
+            mask = jnp.arange(m)[None, :] < jnp.asarray(self.candidates.lens)[k][:, None]
+            tokens = jnp.where(mask, tokens, s.pad_id)
+            return Sample(tokens, jnp.zeros((b, m)).at[:, 0].set(lp), mask, self._value(trainable, hidden))
+        lora = self._lora(trainable)
+        cache = init_cache(self.cfg, b, l + m)
+        logits, hidden, cache = forward(params, obs_tokens, self.cfg, lora=lora, lora_scale=self.lora.scale,
+                                        cache=cache, num_new=lengths, logit_index=lengths - 1)
+        prompt_hidden = jnp.take_along_axis(hidden, (lengths - 1)[:, None, None], axis=1)[:, 0]
+
+        def step_fn(tok, cache):
+            logits, _, cache = forward(params, tok[:, None], self.cfg, lora=lora, lora_scale=self.lora.scale,
+                                       cache=cache)
+            return logits[:, 0], cache
+
+        tokens, logprobs, mask, _ = cand_lib.constrained_decode(keys, logits, cache, step_fn, self.candidates, valid,
+                                                                s.temperature, m, s.pad_id)
+        return Sample(tokens, logprobs, mask, self._value(trainable, prompt_hidden))
+
+    def candidate_scores(self, params: Params, trainable: Params | None, prompt: jax.Array,
+                         lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Every candidate's sequence log-prob after each row's prompt (GLAM / TWOSOME) in one forward:
+        prompt [B, L] -> (scores [B, K], the prompt's last hidden state [B, D]). One-token candidates need
+        only the prompt; longer ones run B x K rows (prompt + candidate)."""
+        c, (b, l) = self.candidates, prompt.shape
+        lora, d = self._lora(trainable), c.depth
+        last = (lengths - 1).astype(jnp.int32)
+        if d == 1:
+            _, hidden, _ = forward(params, prompt, self.cfg, lora=lora, lora_scale=self.lora.scale)
+            h = jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]  # [B, D]
+            logits = jnp.broadcast_to(lm_head(params, h, self.cfg)[:, None, None], (b, c.size, 1, self.cfg.vocab_size))
+            return cand_lib.candidate_logprobs(c, logits, self.length_normalize), h
+        table = jnp.asarray(c.table())  # [K, D]
+        rows = jnp.pad(prompt, ((0, 0), (0, d)))
+        rows = jax.vmap(lambda row, n: jax.vmap(lambda t: jax.lax.dynamic_update_slice(row, t, (n,)))(table))(
+            rows, lengths)  # [B, K, L + D]
+        _, hidden, _ = forward(params, rows.reshape(b * c.size, l + d), self.cfg, lora=lora,
+                               lora_scale=self.lora.scale)
+        pos = (last[:, None] + jnp.arange(d)[None, :])  # [B, D] positions predicting the candidate's tokens
+        h = jnp.take_along_axis(hidden.reshape(b, c.size, l + d, -1), pos[:, None, :, None], axis=2)  # [B, K, D, H]
+        return cand_lib.candidate_logprobs(c, lm_head(params, h, self.cfg), self.length_normalize), h[:, 0, 0]
+
+    def score_logits(self, logits: jax.Array, action: jax.Array, hidden: jax.Array, head: Params | None,
+                     valid: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """`score_tokens` for this policy's action mode: logits [..., M, V] predicting action [..., M], hidden
+        [..., M, D] -> log-prob, entropy, value [..., M]; constrained: under the trie walk's distribution."""
+        if self.actions == "free":
+            return score_tokens(self.sampling, logits, action, hidden, head)
+        lp, ent = cand_lib.restricted_scores(self.candidates, logits, action, self._valid(valid, action.shape[:-1]),
+                                             self.sampling.temperature)
+        value = jnp.zeros(action.shape, jnp.float32) if head is None else value_head_apply(head, hidden)
+        return lp, ent, value
+
+    def score_actions(self, params: Params, trainable: Params | None, prompt: jax.Array, lengths: jax.Array,
+                      action: jax.Array, action_mask: jax.Array, valid: jax.Array | None = None):
+        """Log-probs, entropies and values [B, M] of the actions [B, M] taken after prompts [B, L] (one forward
+        per row), under this policy's action mode; value[:, j] is at the context token j was chosen in.
+        Scored: the turn is one choice, scored at token 0 (the caller's mask keeps token 0 only)."""
+        b, m = action.shape
+        head = None if trainable is None else trainable.get("value_head")
+        valid = self._valid(valid, (b,)) if self.actions != "free" else valid
+        if self.actions == "scored":
+            scores, hidden = self.candidate_scores(params, trainable, prompt, lengths)
+            lp_k, ent = cand_lib.scored_distribution(scores, valid, self.sampling.temperature)
+            k = cand_lib.candidate_index(self.candidates, action)  # the whole reply (the mask keeps token 0)
+            first = lambda x: jnp.zeros((b, m), jnp.float32).at[:, 0].set(x)  # noqa: E731
+            lp = jnp.take_along_axis(lp_k, k[:, None], -1)[:, 0]
+            value = jnp.zeros((b,)) if head is None else value_head_apply(head, hidden)
+            return first(lp) * action_mask, first(ent) * action_mask, first(value) * action_mask
+        tokens, _, _ = append_tokens(prompt, lengths, action, action_mask)
+        _, hidden, _ = forward(params, tokens, self.cfg, lora=self._lora(trainable), lora_scale=self.lora.scale)
+        pos = jnp.clip(lengths[:, None] - 1 + jnp.arange(m)[None, :], 0, tokens.shape[1] - 1)  # [B, M]
+        h = jnp.take_along_axis(hidden, pos[..., None], axis=1)  # [B, M, D]
+        lp, ent, value = self.score_logits(lm_head(params, h, self.cfg), action, h, head, valid)
+        fm = action_mask.astype(jnp.float32)
+        return lp * fm, ent * fm, value * fm
 
     def score(self, params: Params, trainable: Params | None, tokens: jax.Array, lengths: jax.Array,
               action_mask: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -171,11 +288,21 @@ def build_model(mcfg, tokenizer, seed: int) -> tuple[ModelConfig, Params]:
     return cfg, init_params(cfg, jax.random.PRNGKey(seed), std=mcfg.init_std)
 
 
-def make_policy(cfg: ModelConfig, lora, sampling, tokenizer, max_new_tokens: int) -> LMPolicy:
-    """The policy of a config's `lora` and `sampling` groups; replies stop at the tokenizer's eos."""
+def make_policy(cfg: ModelConfig, lora, sampling, tokenizer, max_new_tokens: int, actions: str = "free",
+                replies=None, length_normalize: bool = False) -> LMPolicy:
+    """The policy of a config's `lora` and `sampling` groups; replies stop at the tokenizer's eos.
+    actions != "free" acts among `replies` (the env's `action_candidates`)."""
+    cands = None
+    if actions != "free":
+        cands = cand_lib.build(replies, tokenizer.eos_id, max_new_tokens)
+        if actions == "scored" and cands.depth == 1:
+            # one-token replies: the softmax over their scores is the softmax over their logits, which is
+            # what constrained decoding samples (tests/test_candidates.py); its one-step path is the cheaper
+            actions = "constrained"
     return LMPolicy(
         cfg,
         LoraConfig(rank=lora.rank, alpha=lora.alpha, targets=tuple(lora.targets)),
         SamplingConfig(max_new_tokens=max_new_tokens, temperature=sampling.temperature, top_k=sampling.top_k,
                        top_p=sampling.top_p, stop_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id),
+        actions, cands, bool(length_normalize),
     )

@@ -28,7 +28,8 @@ import jax.numpy as jnp
 from jaxmarl_llm.models.sampling import decode
 from jaxmarl_llm.models.transformer import forward, lm_head
 from jaxmarl_llm.policies.base import Sample
-from jaxmarl_llm.policies.lm_policy import LMPolicy, score_tokens, value_head_apply
+from jaxmarl_llm.policies.candidates import constrained_decode
+from jaxmarl_llm.policies.lm_policy import LMPolicy, row_keys, score_tokens, value_head_apply
 
 
 class RowCache(NamedTuple):
@@ -70,12 +71,14 @@ def _layer_major(adapters, per_row: bool):
 
 
 def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array, length: jax.Array,
-             cache: RowCache, chunk: int, min_width: int = 128, per_row: bool = True) -> tuple[Sample, RowCache]:
+             cache: RowCache, chunk: int, min_width: int = 128, per_row: bool = True,
+             valid: jax.Array | None = None) -> tuple[Sample, RowCache]:
     """Catch each row's cache up to its transcript (tokens [B, L], length [B]), then sample an action.
 
     adapters: per-row trainable {"lora", "value_head"} with leaves [B, ...] (per_row), one trainable shared by
     every row (per_row=False: no copy per row), or None (the base model).
     key: one key, or one per row (each row then samples independently of its batch-mates).
+    valid [B, K]: the candidates allowed per row (`policy.actions == "constrained"`; default all).
     The returned cache holds the transcript plus the action's tokens but the last (the env echoes
     the action, so next turn's catch-up starts there).
 
@@ -85,14 +88,14 @@ def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array
     """
     widths = score_widths(cache.k.shape[2], min_width)
     if len(widths) == 1:
-        return _act_rows(policy, key, base, adapters, tokens, length, cache, chunk, per_row)
+        return _act_rows(policy, key, base, adapters, tokens, length, cache, chunk, per_row, valid)
     need = jnp.max(length) + policy.sampling.max_new_tokens
     branch = width_index(widths, need)
 
     def at_width(w: int):
         def run(cache: RowCache):
             part = RowCache(cache.k[:, :, :w], cache.v[:, :, :w], cache.seen)
-            sample, part = _act_rows(policy, key, base, adapters, tokens, length, part, chunk, per_row)
+            sample, part = _act_rows(policy, key, base, adapters, tokens, length, part, chunk, per_row, valid)
             return sample, RowCache(cache.k.at[:, :, :w].set(part.k), cache.v.at[:, :, :w].set(part.v), part.seen)
         return run
 
@@ -100,7 +103,8 @@ def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array
 
 
 def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array, length: jax.Array,
-              cache: RowCache, chunk: int, per_row: bool = True) -> tuple[Sample, RowCache]:
+              cache: RowCache, chunk: int, per_row: bool = True,
+              valid: jax.Array | None = None) -> tuple[Sample, RowCache]:
     b, l = tokens.shape
     s_cfg = policy.sampling
     length = length.astype(jnp.int32)
@@ -127,9 +131,16 @@ def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Arra
         lg, _, k, v = _row_forward(policy, base, lora, tok[:, None], k, v, pos, jnp.zeros_like(pos))
         return lg, ((k, v), pos + 1)
 
-    toks, lps, mask, ((k, v), _) = decode(
-        key, logits, ((k, v), length), step_fn, max_new_tokens=s_cfg.max_new_tokens, temperature=s_cfg.temperature,
-        top_k=s_cfg.top_k, top_p=s_cfg.top_p, stop_ids=s_cfg.stop_ids, pad_id=s_cfg.pad_id)
+    if policy.actions == "constrained":
+        valid = policy._valid(valid, (b,))
+        toks, lps, mask, ((k, v), _) = constrained_decode(
+            row_keys(key, b), logits, ((k, v), length), step_fn, policy.candidates, valid, s_cfg.temperature,
+            s_cfg.max_new_tokens, s_cfg.pad_id)
+    else:
+        toks, lps, mask, ((k, v), _) = decode(
+            key, logits, ((k, v), length), step_fn, max_new_tokens=s_cfg.max_new_tokens,
+            temperature=s_cfg.temperature, top_k=s_cfg.top_k, top_p=s_cfg.top_p, stop_ids=s_cfg.stop_ids,
+            pad_id=s_cfg.pad_id)
     value = jnp.zeros((b,), jnp.float32)
     if adapters is not None and "value_head" in adapters:
         value = jax.vmap(value_head_apply)(adapters["value_head"], hidden) if per_row else value_head_apply(
@@ -137,7 +148,9 @@ def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Arra
     # what the env will echo: the tokens before the first stop id; all but the last were fed to the cache
     stops = jnp.isin(toks, jnp.asarray(s_cfg.stop_ids or (-1,), jnp.int32)) & mask
     echoed = jnp.where(stops.any(-1), jnp.argmax(stops, -1), mask.sum(-1)).astype(jnp.int32)
-    seen = length + jnp.minimum(echoed, s_cfg.max_new_tokens - 1)
+    # decoding feeds every token but the one drawn at its last step (step M, or the trie's depth D)
+    steps = policy.candidates.depth if policy.actions == "constrained" else s_cfg.max_new_tokens
+    seen = length + jnp.minimum(echoed, jnp.minimum(mask.sum(-1), steps - 1))
     return Sample(toks, lps, mask, value), RowCache(k, v, seen)
 
 
@@ -175,7 +188,8 @@ def needed_width(prompt_len: jax.Array, mask: jax.Array) -> jax.Array:
 
 
 def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Array, prompt_len: jax.Array,
-                      action: jax.Array, mask: jax.Array, widths: tuple[int, ...], need: jax.Array | None = None):
+                      action: jax.Array, mask: jax.Array, widths: tuple[int, ...], need: jax.Array | None = None,
+                      valid: jax.Array | None = None):
     """Log-probs, entropies and values [B, T, M] of every turn's action tokens from one forward per row.
 
     values[b, t, j] is the value head on the context token j was chosen in ([..., 0]: the turn's value).
@@ -184,6 +198,7 @@ def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Ar
     narrowest width in `widths` that covers every scored position (a `lax.switch`, so compute follows
     the episodes' real length). Zero where mask is 0. Under `vmap`, pass `need` (the width to cover,
     `needed_width` of the whole batch) from outside: a batched switch index would run every branch.
+    valid [B, T, K]: each turn's allowed candidates (constrained actions: scored under the trie walk).
     """
     b, t, m = action.shape
     need = needed_width(prompt_len, mask) if need is None else need
@@ -197,6 +212,9 @@ def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Ar
             pos = jnp.clip(prompt_len[..., None] + jnp.arange(m) - 1, 0, width - 1).reshape(b, t * m)
             h = jnp.take_along_axis(hidden, pos[..., None], axis=1)  # [B, T*M, D]
             # the value at each token's context: token 0's is the turn's
+            if policy.actions != "free":
+                return policy.score_logits(lm_head(base, h, policy.cfg).reshape(b, t, m, -1), action,
+                                           h.reshape(b, t, m, -1), head, valid)
             lp, ent, value = score_tokens(policy.sampling, lm_head(base, h, policy.cfg), action.reshape(b, t * m),
                                           h, head)
             return lp.reshape(b, t, m), ent.reshape(b, t, m), value.reshape(b, t, m)

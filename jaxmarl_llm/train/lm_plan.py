@@ -45,6 +45,8 @@ class Plan:
     num_microbatches: int
     max_action_tokens: int  # M
     pad_id: int
+    actions: str  # "free" | "constrained" | "scored" (the policy's; policies/candidates.py)
+    num_candidates: int  # K: the env's valid replies (0 with free actions)
     # seats
     lm_agents: tuple[int, ...]  # seats an LM plays (scripted seats never run the model)
     loss_agents: tuple[int, ...]  # seats scored in the loss; with a pool (0,): each env's learner seat
@@ -62,7 +64,8 @@ class Plan:
     widths: tuple[int, ...]  # loss-forward widths (incremental); the narrowest that fits is run
     min_score_width: int
     # objective
-    central: bool  # MAPPO: one critic over every seat's transcript summary
+    central: bool  # MAPPO: one critic over every seat's transcript summary (or the env's world state)
+    world_critic: int  # > 0: the central critic reads env.world_state, a vector of this size
     critic_hidden: int
     token_credit: bool  # PPO's GAE over generated tokens instead of turns
     clip_value: bool
@@ -92,6 +95,7 @@ class Turns(NamedTuple):
     logprob: jax.Array  # [T, N, A, M]
     value: jax.Array  # [T, N, A] (MAPPO: the centralized critic's; token credit: [T, N, A, M])
     critic_obs: jax.Array  # [T, N, A, F] MAPPO critic input (width 0 with per-seat value heads)
+    valid: jax.Array  # [T, N, A, K] bool: the candidates allowed at this turn (width 0 with free actions)
     reward: jax.Array  # [T, N, A]
     alive: jax.Array  # [T, N] bool: the episode was running at this turn
     acted: jax.Array  # [T, N, A] bool: active and alive (the seat chose an action)

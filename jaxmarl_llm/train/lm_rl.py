@@ -71,7 +71,7 @@ class LMTrainer(NamedTuple):
     plan: Plan | None = None
 
 
-def make_plan(config, env, pad_id: int) -> Plan:
+def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
     """Every static setting of the run, checked against the env (ConfigError names the key)."""
     scripted = lm_seats.parse_agent_map(config.scripted_agents)
     lm_seats.check_seats(env, config, scripted, int(config.opponent_pool.size))
@@ -79,14 +79,18 @@ def make_plan(config, env, pad_id: int) -> Plan:
     num_lm = len(seats["lm_agents"])
     # token games: keep each seat's KV cache across turns and score an episode in one forward
     incremental = bool(config.rollout.incremental) and bool(getattr(env, "appends_actions", False)) and num_lm > 0
+    if policy.actions == "scored":  # several-token candidates are scored by re-reading each turn's prompt
+        incremental = False
     m = env.max_action_tokens
     plan = Plan(
         algo=config.algo, num_agents=env.num_agents, num_envs=config.num_envs, group_size=config.group_size,
         num_turns=config.num_turns, update_epochs=config.update_epochs, num_minibatches=config.num_minibatches,
-        num_microbatches=int(config.num_microbatches), max_action_tokens=m, pad_id=pad_id, **seats,
+        num_microbatches=int(config.num_microbatches), max_action_tokens=m, pad_id=pad_id, actions=policy.actions,
+        num_candidates=policy.candidates.size if policy.candidates else 0, **seats,
         incremental=incremental, movers=min(env.max_movers or num_lm, num_lm), chunk=int(config.rollout.chunk),
         widths=transcripts.score_widths(env.capacity + m, config.rollout.min_score_width) if incremental else (),
-        min_score_width=config.rollout.min_score_width, central=config.critic.kind == "mappo",
+        min_score_width=config.rollout.min_score_width, central=config.critic.kind in ("mappo", "world_state"),
+        world_critic=_world_size(env) if config.critic.kind == "world_state" else 0,
         critic_hidden=config.critic.hidden, token_credit=config.algo == "ppo" and config.credit == "token",
         clip_value=bool(config.clip_value), use_kl=float(config.kl_coef) != 0.0, kl_estimator=config.kl_estimator,
         grpo_normalize_std=bool(config.grpo_normalize_std), grpo_aggregation=config.grpo_aggregation,
@@ -97,7 +101,7 @@ def make_plan(config, env, pad_id: int) -> Plan:
 
 def make_train(config, env=None) -> LMTrainer:
     setup = setup_lm(config, env)
-    plan = make_plan(config, setup.env, setup.tokenizer.pad_id)
+    plan = make_plan(config, setup.env, setup.tokenizer.pad_id, setup.policy)
     policy = setup.policy
 
     def init(key: jax.Array, hp: LMHParams) -> LMRunnerState:
@@ -105,7 +109,8 @@ def make_train(config, env=None) -> LMTrainer:
         trainable = policy.init_trainable(k_init, num_agents=plan.num_slots)
         if plan.central:
             trainable["critic"] = central_critic.critic_init(
-                jax.random.fold_in(k_init, 7), plan.num_agents, policy.cfg.hidden_size, plan.critic_hidden)
+                jax.random.fold_in(k_init, 7), plan.num_agents, plan.world_critic or policy.cfg.hidden_size,
+                plan.critic_hidden, per_seat=not plan.world_critic)
         pool = lm_seats.init_pool(plan, trainable["lora"])
         return LMRunnerState(trainable, make_tx(hp).init(trainable), key, jnp.zeros((), jnp.int32), pool)
 
@@ -205,6 +210,14 @@ def _turn_minibatches(tree, key: jax.Array, env_ids: jax.Array, num_minibatches:
         return x.reshape((num_minibatches, num_turns // num_minibatches) + x.shape[1:])
 
     return jax.tree.map(split, tree)
+
+
+def _world_size(env) -> int:
+    """The length of env.world_state (the world-state critic's input)."""
+    def world(key):
+        return env.world_state(env.reset(key)[1])
+
+    return int(jax.eval_shape(world, jax.random.PRNGKey(0)).shape[-1])
 
 
 def _check_minibatches(plan: Plan) -> None:

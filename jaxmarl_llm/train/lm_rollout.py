@@ -43,12 +43,13 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
         mask = jnp.zeros((n, a, m), bool)
         logprob = jnp.zeros((n, a, m), jnp.float32)
         value = jnp.zeros((n, a), jnp.float32)
+        valid = jax.vmap(env.candidate_mask)(env_state) if plan.actions != "free" else jnp.zeros((n, a, 0), bool)
         if plan.num_lm:
             keys = per_env(k_act)
             if plan.incremental:
-                s, cache = act_incremental(plan, policy, keys, base, weights, obs, active, cache)
+                s, cache = act_incremental(plan, policy, keys, base, weights, obs, active, cache, valid)
             else:
-                s = act_full(plan, policy, keys, base, weights, obs)
+                s = act_full(plan, policy, keys, base, weights, obs, valid)
             tokens, mask = tokens.at[:, lm].set(s.tokens), mask.at[:, lm].set(s.mask)
             logprob, value = logprob.at[:, lm].set(s.logprobs), value.at[:, lm].set(s.value)
         for seat, kind in plan.scripted:  # the game's own player; log-prob 0, never in a loss
@@ -57,19 +58,23 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
             tokens = tokens.at[:, seat].set(scr.tokens[:, seat])
             mask = mask.at[:, seat].set(jnp.arange(m)[None, :] < scr.length[:, seat, None])
         mask = mask & active[..., None]  # an inactive seat's sample is never played nor scored
-        if plan.central and not plan.incremental:  # the critic reads every seat's prompt end at this turn
+        if plan.world_critic:  # the critic reads the env's world state (centralized training)
+            critic_obs = central_critic.world_inputs(jax.vmap(env.world_state)(env_state), a)
+        elif plan.central and not plan.incremental:  # the critic reads every seat's prompt end at this turn
             feats = central_critic.transcript_features(base, policy.cfg, obs.tokens.reshape(n * a, -1),
                                                        (obs.length - 1).reshape(n * a, 1))
             critic_obs = central_critic.critic_inputs(feats.reshape(n, a, -1))
         else:
             critic_obs = jnp.zeros((n, a, 0), jnp.float32)
         action = TextAction(tokens=jnp.where(mask, tokens, plan.pad_id), length=mask.sum(-1).astype(jnp.int32))
+        # a scored turn is one choice among the candidates: its log-prob sits on token 0, the loss reads only that
+        loss_mask = mask & (jnp.arange(m) == 0) if plan.actions == "scored" else mask
         next_obs, env_state2, reward, term, trunc, info = jax.vmap(env.step)(per_env(k_env), env_state, action)
         done = jnp.all(term | trunc, axis=-1) & alive
         rec = Turns(
             prompt=obs.tokens[..., :0] if plan.incremental else obs.tokens, prompt_len=obs.length,
-            action=action.tokens, action_mask=mask, logprob=jnp.where(mask, logprob, 0.0),
-            value=value * active, critic_obs=critic_obs, reward=reward * alive[:, None], alive=alive,
+            action=action.tokens, action_mask=loss_mask, logprob=jnp.where(loss_mask, logprob, 0.0),
+            value=value * active, critic_obs=critic_obs, valid=valid, reward=reward * alive[:, None], alive=alive,
             acted=active & alive[:, None], acts=active & alive[:, None] & seats.learns, done=done,
             info={k: v for k, v in info.items() if jnp.ndim(v) <= 2},
         )
@@ -89,7 +94,7 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
         cache = transcripts.init_rows(policy.cfg, n * plan.num_lm, obs.tokens.shape[-1] + m)
     (_, last_obs, _, _), turns = jax.lax.scan(turn, (env_state, obs, alive0, cache), jnp.arange(plan.num_turns))
     if plan.central:
-        if plan.incremental:  # every turn's prompt is a prefix of the final transcript: one forward per seat
+        if plan.incremental and not plan.world_critic:  # every turn's prompt is a prefix of the final transcript
             feats = critic_features(plan, policy, base, last_obs.tokens, turns.prompt_len)
             turns = turns._replace(critic_obs=feats * turns.alive[..., None, None])  # ended games: 0, as read live
         value = central_critic.critic_apply(trainable["critic"], turns.critic_obs) * turns.acted
@@ -102,25 +107,28 @@ def _scaled(adapters, scale):
     return {**adapters, "lora": jax.tree.map(lambda x: x * scale, adapters["lora"])}
 
 
-def act_full(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs):
-    """Every LM seat prefills its whole transcript and generates: keys [n] -> Sample fields [n, A', ...]."""
+def act_full(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs, valid: jax.Array):
+    """Every LM seat prefills its whole transcript and generates: keys [n] -> Sample fields [n, A', ...].
+    valid [n, A, K]: allowed candidates (width 0 with free actions)."""
     adapters, scale, per_env_weights = weights
     tokens = take_agents(plan, obs.tokens, plan.lm_agents, 1)  # [n, A', L]
     length = take_agents(plan, obs.length, plan.lm_agents, 1)  # [n, A']
+    valid = take_agents(plan, valid, plan.lm_agents, 1)  # [n, A', K]
     agent_ids = jnp.asarray(plan.lm_agents)
 
-    def one_env(k, ad_env, sc_env, tok, ln):
-        def one_agent(seat, ad, s, t, l):
-            sample = policy.sample(jax.random.fold_in(k, seat), base, _scaled(ad, s), t[None], l[None])
+    def one_env(k, ad_env, sc_env, tok, ln, ok):
+        def one_agent(seat, ad, s, t, l, o):
+            sample = policy.sample(jax.random.fold_in(k, seat), base, _scaled(ad, s), t[None], l[None],
+                                   o[None] if plan.actions != "free" else None)
             return jax.tree.map(lambda x: x[0], sample)
 
-        return jax.vmap(one_agent)(agent_ids, ad_env, sc_env, tok, ln)
+        return jax.vmap(one_agent)(agent_ids, ad_env, sc_env, tok, ln, ok)
 
     axis = 0 if per_env_weights else None
-    return jax.vmap(one_env, in_axes=(0, axis, axis, 0, 0))(keys, adapters, scale, tokens, length)
+    return jax.vmap(one_env, in_axes=(0, axis, axis, 0, 0, 0))(keys, adapters, scale, tokens, length, valid)
 
 
-def act_incremental(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs, active, cache):
+def act_incremental(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs, active, cache, valid):
     """Movers only (K rows per env), each reading just the tokens added since its last turn.
 
     Returns (Sample fields [n, A', ...] with non-movers empty, the updated cache)."""
@@ -146,8 +154,9 @@ def act_incremental(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights
     row_len = pick(obs.length)
     # the key of (env, seat) that the full path uses, so both paths draw the same samples
     row_keys = jax.vmap(jax.random.fold_in)(keys[env_of.reshape(-1)], lm[seat].reshape(-1))
+    row_valid = pick(valid) if plan.actions != "free" else None
     sample, part = transcripts.act_rows(policy, row_keys, base, row_ad, pick(obs.tokens), row_len,
-                                        transcripts.take_rows(cache, rows), plan.chunk)
+                                        transcripts.take_rows(cache, rows), plan.chunk, valid=row_valid)
     acting = act_lm[env_of, seat].reshape(-1)
     cache = transcripts.put_rows(cache, rows, part._replace(seen=jnp.where(acting, part.seen, row_len)))
 
@@ -173,8 +182,9 @@ def critic_features(plan: Plan, policy: LMPolicy, base, final: jax.Array, prompt
 
 
 def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> dict:
-    """Mean episode return over learning seats (learns [N, A]), success rate (a positive return), turns, tokens
-    per turn, format errors per learner turn, and `<key>_rate` per learner episode for boolean game outcomes."""
+    """Mean episode return over learning seats (learns [N, A]), the team return (their sum), each seat's return,
+    success rate (a positive return), turns, tokens per turn, format errors per learner turn, and `<key>_rate`
+    per learner episode for boolean game outcomes."""
 
     def total(x):
         x = jnp.sum(x)
@@ -188,6 +198,7 @@ def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> d
     tokens = (turns.action_mask.sum(-1) * acting).sum()
     out = {
         "episode_return": total(per_env) / n,
+        "team_return": total((returns * learns).sum(-1)) / n,  # the learning seats' returns summed
         "success_rate": total((per_env > 0).astype(jnp.float32)) / n,
         "episode_turns": total(turns.alive.sum(0)) / n,
         "tokens_per_turn": total(tokens) / jnp.maximum(total(acting.sum()), 1.0),
@@ -196,6 +207,10 @@ def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> d
         fe = turns.info["format_error"]
         fe = fe if fe.ndim == 3 else fe[..., None]
         out["format_error_rate"] = total((fe * turns.acts).astype(jnp.float32)) / jnp.maximum(total(acting.sum()), 1.0)
+    if returns.shape[-1] > 1:  # each seat's own return, over the episodes it learned in
+        for seat in range(returns.shape[-1]):
+            eps = total(learns[:, seat].sum())
+            out[f"return_agent{seat}"] = total((returns[:, seat] * learns[:, seat]).sum()) / jnp.maximum(eps, 1.0)
     learner_eps = total(jnp.minimum(learns.sum(-1), 1.0))
     for name, v in turns.info.items():  # e.g. tic-tac-toe's won / draw / illegal: [T, N, A] bool
         if name != "format_error" and v.ndim == 3 and v.dtype == jnp.bool_:

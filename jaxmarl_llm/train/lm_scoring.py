@@ -27,6 +27,8 @@ def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
     """batch fields [B, N, A_l, ...] -> logprob, entropy, value [B, N, A_l, M] (value: at each token's context;
     [..., 0] is the turn's)."""
     agents_tr = per_agent(plan, trainable, plan.loss_agents)
+    if plan.actions != "free":
+        return _score_slice_candidates(plan, policy, base, agents_tr, batch, reference)
 
     def one_agent(tr, prompt, plen, action, amask):
         lead = prompt.shape[:-1]
@@ -41,21 +43,42 @@ def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
         agents_tr, batch.prompt, batch.prompt_len, batch.action, batch.action_mask)
 
 
+def _score_slice_candidates(plan: Plan, policy: LMPolicy, base, agents_tr, batch: Turns, reference: bool) -> Scores:
+    """`score_slice` with constrained / scored actions: each turn's actions under the restricted distribution."""
+    def one_agent(tr, prompt, plen, action, amask, valid):
+        lead = prompt.shape[:-1]
+        flat = lambda x: x.reshape((-1,) + x.shape[len(lead):])  # noqa: E731
+        out = policy.score_actions(base, None if reference else tr, flat(prompt), flat(plen), flat(action),
+                                   flat(amask), flat(valid))
+        return tuple(x.reshape(action.shape) for x in out)
+
+    return jax.vmap(one_agent, in_axes=(0, -2, -1, -2, -2, -2), out_axes=-2)(
+        agents_tr, batch.prompt, batch.prompt_len, batch.action, batch.action_mask, batch.valid)
+
+
 def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:
-    """`score_slice` one turn at a time, skipping turns with nothing to learn (ended games cost nothing)."""
+    """`score_slice` of the minibatch: one batched forward when every turn has something to learn (a game that
+    never ends early, like MPE), else one turn at a time, skipping turns with nothing to learn (ended games
+    cost nothing). The batched forward is ~1.5x faster than the scan on CPU."""
     if batch.prompt.shape[0] == 1:
         return score_slice(plan, policy, base, trainable, batch, reference)
     critic = ALGORITHMS[plan.algo].critic
+    batch = batch._replace(info={})
     run = lambda b: score_slice(plan, policy, base, trainable, b, reference)  # noqa: E731
+    need = jnp.any(batch.acts, axis=(1, 2))  # [B] turns with a learner's action
+    if critic:
+        need = need | jnp.any(batch.alive, axis=1)
 
     def one(row: Turns):
         one_batch = jax.tree.map(lambda x: x[None], row)
-        need = row.acts.any() | (row.alive.any() if critic else False)
         shapes = jax.eval_shape(run, one_batch)
         skip = lambda b: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)  # noqa: E731
-        return jax.tree.map(lambda x: x[0], jax.lax.cond(need, run, skip, one_batch))
+        return jax.tree.map(lambda x: x[0], jax.lax.cond(row_need(row), run, skip, one_batch))
 
-    return jax.lax.map(one, batch._replace(info={}))
+    def row_need(row: Turns):
+        return jnp.any(row.acts) | (jnp.any(row.alive) if critic else False)
+
+    return jax.lax.cond(jnp.all(need), run, lambda b: jax.lax.map(one, b), batch)
 
 
 def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs: jax.Array,
@@ -67,13 +90,14 @@ def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, 
     need = transcripts.needed_width(batch.prompt_len, mask)  # one width for all agents (an unbatched switch)
     at = plan.widths if width is None else (width,)
 
-    def one_agent(tr, seq, plen, action, amask):  # seq [n, W], plen [T, n], action [T, n, M]
+    def one_agent(tr, seq, plen, action, amask, valid):  # seq [n, W], plen [T, n], action [T, n, M]
         out = transcripts.score_transcripts(policy, base, None if reference else tr, seq, plen.T,
-                                            jnp.swapaxes(action, 0, 1), jnp.swapaxes(amask, 0, 1), at, need)
+                                            jnp.swapaxes(action, 0, 1), jnp.swapaxes(amask, 0, 1), at, need,
+                                            jnp.swapaxes(valid, 0, 1))
         return tuple(jnp.swapaxes(x, 0, 1) for x in out)
 
-    return jax.vmap(one_agent, in_axes=(0, 1, 2, 2, 2), out_axes=(2, 2, 2))(
-        agents_tr, seqs, batch.prompt_len, batch.action, mask)
+    return jax.vmap(one_agent, in_axes=(0, 1, 2, 2, 2, 2), out_axes=(2, 2, 2))(
+        agents_tr, seqs, batch.prompt_len, batch.action, mask, batch.valid)
 
 
 def score(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs, reference: bool = False,

@@ -145,7 +145,7 @@ def loss_view(plan: Plan, x: jax.Array, learns: jax.Array) -> jax.Array:
 def loss_seats(plan: Plan, turns: Turns, learns: jax.Array) -> Turns:
     """Only the seats that can learn go into the loss (scripted, frozen, snapshot seats are never scored)."""
     per_seat = ("prompt", "prompt_len", "action", "action_mask", "logprob", "value", "reward", "critic_obs",
-                "acted", "acts")
+                "valid", "acted", "acts")
     return turns._replace(**{f: loss_view(plan, getattr(turns, f), learns) for f in per_seat}, info={})
 
 

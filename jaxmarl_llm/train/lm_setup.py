@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from jaxmarl_llm.envs import registry
 from jaxmarl_llm.policies.lm_policy import LMPolicy, build_model, make_policy
+from jaxmarl_llm.train.errors import ConfigError
 from jaxmarl_llm.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer
 
 
@@ -29,7 +30,14 @@ def setup_lm(config, env=None) -> LMSetup:
     if env is None:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
     cfg, base = build_model(config.model, tokenizer, config.model.init_seed)
-    policy = make_policy(cfg, config.lora, config.sampling, tokenizer, max_new_tokens=env.max_action_tokens)
+    acting = config.get("policy") or {}
+    actions = acting.get("actions", "free")
+    if actions != "free" and not getattr(env, "action_candidates", None):
+        raise ConfigError(f"config.policy.actions={actions!r} acts among the env's valid replies, but "
+                          f"{type(env).__name__} lists none (env.action_candidates): use 'free'")
+    policy = make_policy(cfg, config.lora, config.sampling, tokenizer, max_new_tokens=env.max_action_tokens,
+                         actions=actions, replies=getattr(env, "action_candidates", None),
+                         length_normalize=bool(acting.get("length_normalize", False)))
     return LMSetup(tokenizer, env, cfg, base, policy)
 
 

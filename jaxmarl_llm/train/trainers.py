@@ -80,12 +80,18 @@ def _sft_headline(config) -> str:
     return "episode_return" if config.get("source", "teacher") == "policy" else "move_accuracy"
 
 
+def _lm_headline(config) -> str:
+    """MPE worlds: the team return (comparable with the MLP job's); games: the learners' mean episode return."""
+    return "team_return" if config.env_name == "text/tokenized_mpe" else "episode_return"
+
+
 # ---- the registry -------------------------------------------------------------------------------
 
 TRAINERS: dict[str, TrainerSpec] = {
     "mlp_ppo": TrainerSpec(validate_mlp_ppo, mlp_ppo.make_train, lambda c: c.num_envs * c.num_steps,
                            lambda c: "team_return"),
-    "lm_rl": TrainerSpec(validate_lm_rl, lm_rl.make_train, lambda c: c.num_envs, lambda c: "episode_return",
+    # env_steps: env steps the rollout scans (num_envs x num_turns; an episode that ends early counts them all)
+    "lm_rl": TrainerSpec(validate_lm_rl, lm_rl.make_train, lambda c: c.num_envs * c.num_turns, _lm_headline,
                          _eval_if_asked, slot_seat_weights),
     "sft": TrainerSpec(validate_sft, sft.make_train, lambda c: c.num_envs, _sft_headline, _export_sft,
                        shared_seat_weights),

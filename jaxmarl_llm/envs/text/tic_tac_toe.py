@@ -178,6 +178,7 @@ class TicTacToe(TextEnv):
         texts += ["\n" + STATUS[ILLEGAL_YOU], "\n" + STATUS[ILLEGAL_THEM]]
         self.feedback = self.codec.table_from_ids(encode_many(self.codec, texts))
         self.moves = self._action_table([f"Move: {i + 1}" for i in range(9)])
+        self.action_candidates = self.replies(self.moves)  # candidate k: cell k
         self.best = jnp.asarray(minimax_table())
         empty = board_picture((0,) * 9, board)
         prompts = [
@@ -226,6 +227,10 @@ class TicTacToe(TextEnv):
     # ---- policies for evaluation, tests and benchmarks -----------------------------------------------
     def legal_action_mask(self, state) -> jax.Array:
         return legal_moves(state.board)
+
+    def candidate_mask(self, state) -> jax.Array:
+        """[2, 9]: the empty cells (for both seats: only the mover acts)."""
+        return jnp.broadcast_to(legal_moves(state.board), (2, 9))
 
     def move_action(self, state, cell: jax.Array) -> TextAction:
         """`Move: cell+1` in the mover's row."""

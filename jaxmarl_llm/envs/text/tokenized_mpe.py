@@ -7,6 +7,11 @@ read inside `jit`. An unreadable action plays action 0 (no-op in MPE) and
 costs `format_penalty`. No history: each observation is the current step only,
 so an LM policy reads a fixed-size prompt every step. Reward, termination and
 truncation are the wrapped env's.
+
+For a from-scratch model (configs/spread.py): `prompt`, `outro` and `separator` shorten the text,
+`field_names` writes each number with its field's name ("a8b8c11": with the word tokenizer one token
+per number), `show_step` adds the step count ("t7"). `action_candidates` lists the moves' words, so
+a policy with `policy.actions="constrained"` or "scored" always plays one (policies/candidates.py).
 """
 
 from __future__ import annotations
@@ -34,6 +39,15 @@ class TokenizedState:
     format_penalty: jax.Array  # [] float (kept in the state so params stay the inner env's)
 
 
+def _letters(i: int) -> str:
+    """0 -> a, 25 -> z, 26 -> ba, ...: short field names."""
+    out = chr(97 + i % 26)
+    while i >= 26:
+        i //= 26
+        out = chr(97 + i % 26) + out
+    return out
+
+
 def quantize(obs: jax.Array, bins: int, low: float, high: float) -> jax.Array:
     """float [..., O] -> int bin in 0..bins-1 [..., O]."""
     x = (jnp.clip(obs, low, high) - low) / (high - low)
@@ -51,6 +65,11 @@ class TokenizedMPE(Env):
         action_names: tuple[str, ...] | None = None,
         max_action_tokens: int = 8,
         format_penalty: float = -0.1,
+        prompt: str = PROMPT,
+        outro: str = OUTRO,
+        separator: str = " ",
+        field_names: tuple[str, ...] | bool = (),
+        show_step: bool = False,
         **env_kwargs,
     ):
         if isinstance(env, str):
@@ -70,13 +89,32 @@ class TokenizedMPE(Env):
         if len(self.action_names) != n_act:
             raise ValueError(f"{len(self.action_names)} action names for {n_act} actions")
         obs_dim = int(env.observation_space.shape[0])
-        self.values = self.codec.table([f"{i} " for i in range(self.bins)])
+        # each number is written as "<level><separator>"; with the word tokenizer and separator "" every number
+        # is one token (the model still reads them apart: a level is one id)
+        # field_names: each number is written after its field's name ("a8 b8 c11 ..."; True: a, b, c, ...), so
+        # with the word tokenizer one token says both which number and its level (a from-scratch model need not
+        # learn to tell positions apart to read the observation)
+        if field_names is True:
+            field_names = tuple(_letters(i) for i in range(obs_dim))
+        self.field_names = tuple(field_names or ())
+        if self.field_names and len(self.field_names) != obs_dim:
+            raise ValueError(f"{len(self.field_names)} field_names for {obs_dim} observation numbers")
+        names = self.field_names or ("",)
+        self.values = self.codec.table([f"{f}{i}{separator}" for f in names for i in range(self.bins)])
         self.action_set = parsing.StringSet(self.action_names)
         self.max_action_tokens = int(max_action_tokens)
         self.actions = self.codec.table(list(self.action_names), width=self.max_action_tokens)
-        self.prompt = jnp.asarray(self.codec.encode(PROMPT.format(n=obs_dim, top=self.bins - 1)), jnp.int32)
-        self.outro = self.codec.piece(OUTRO.format(names=", ".join(self.action_names)))
-        self.capacity = int(self.prompt.shape[0] + obs_dim * self.values.width + self.outro.width)
+        ids, lens = jax.device_get((self.actions.ids, self.actions.lens))
+        self.action_candidates = tuple(tuple(int(t) for t in row[:n]) for row, n in zip(ids, lens))  # the moves
+        self.prompt = jnp.asarray(self.codec.encode(prompt.format(n=obs_dim, top=self.bins - 1)), jnp.int32)
+        self.outro = self.codec.piece(outro.format(names=", ".join(self.action_names)))
+        # show_step: the step count as one more field ("t7"): the value of a state depends on the steps left,
+        # which MPE observations do not say (a time feature, as in Pardo et al. 2018)
+        self.show_step = bool(show_step)
+        horizon = int(getattr(env, "max_cycles", 0) or 0) + 1
+        self.steps = self.codec.table([f"t{i}{separator}" for i in range(horizon)]) if self.show_step else None
+        self.step_width = self.steps.width if self.show_step else 0
+        self.capacity = int(self.prompt.shape[0] + obs_dim * self.values.width + self.step_width + self.outro.width)
         self.observation_space = spaces.Tokens(self.capacity, self.codec.vocab_size)
         self.action_space = spaces.Tokens(self.max_action_tokens, self.codec.vocab_size)
 
@@ -88,23 +126,30 @@ class TokenizedMPE(Env):
     def default_params(self):
         return self.inner.default_params
 
-    def tokens_of(self, inner_obs: jax.Array) -> TextObs:
-        """[A, O] floats -> TextObs [A, capacity]."""
+    def tokens_of(self, inner_obs: jax.Array, step: jax.Array | None = None) -> TextObs:
+        """[A, O] floats (and the step count) -> TextObs [A, capacity]."""
         levels = quantize(inner_obs, self.bins, self.low, self.high)  # [A, O]
+        if self.field_names:  # row field * bins + level of the value table
+            levels = levels + self.bins * jnp.arange(levels.shape[-1])[None, :]
 
         def one(lv):
             ids, n = buffers.concat_pieces(self.values.ids[lv], self.values.lens[lv], self.codec.pad_id)
             p = self.prompt.shape[0]
-            buf = jnp.full((self.capacity + self.outro.width,), self.codec.pad_id, jnp.int32)
+            buf = jnp.full((self.capacity + self.outro.width + self.step_width,), self.codec.pad_id, jnp.int32)
             buf = buf.at[:p].set(self.prompt).at[p : p + ids.shape[0]].set(ids)
-            buf = jax.lax.dynamic_update_slice(buf, self.outro.ids[0], (p + n,))
-            return buf[: self.capacity], p + n + self.outro.lens[0]
+            end = p + n
+            if self.show_step:
+                t = jnp.minimum(step, self.steps.ids.shape[0] - 1)
+                buf = jax.lax.dynamic_update_slice(buf, self.steps.ids[t], (end,))
+                end = end + self.steps.lens[t]
+            buf = jax.lax.dynamic_update_slice(buf, self.outro.ids[0], (end,))
+            return buf[: self.capacity], end + self.outro.lens[0]
 
         tokens, length = jax.vmap(one)(levels)
         return TextObs(tokens, length)
 
     def get_obs(self, state, params=None) -> TextObs:
-        return self.tokens_of(state.inner_obs)
+        return self.tokens_of(state.inner_obs, getattr(state.inner, "step", None))
 
     def parse_actions(self, action: TextAction) -> tuple[jax.Array, jax.Array]:
         """Action ids [A] (0 where unreadable) and the format-error mask [A]."""
@@ -133,7 +178,12 @@ class TokenizedMPE(Env):
         return StepResult(self.get_obs(state), state, reward, terminated, truncated, info)
 
     def world_state(self, state, params=None):
-        return self.inner.world_state(state.inner, params)
+        """The wrapped env's world state (with `show_step`, plus the share of the episode played)."""
+        world = self.inner.world_state(state.inner, params)
+        if not self.show_step:
+            return world
+        step = state.inner.step.astype(jnp.float32) / max(self.steps.ids.shape[0] - 1, 1)
+        return jnp.concatenate([world, step[None]])
 
     def active(self, state):
         return self.inner.active(state.inner)

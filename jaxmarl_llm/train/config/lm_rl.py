@@ -40,6 +40,11 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     )
     c.lora = ml_collections.ConfigDict({"rank": 16, "alpha": 32.0, "targets": ("q", "k", "v", "o", "gate", "up", "down")})
     c.sampling = ml_collections.ConfigDict({"temperature": 1.0, "top_k": 0, "top_p": 1.0})
+    # how a reply is produced (policies/candidates.py): "free" text; "constrained" decoding that can only spell one
+    # of the env's valid replies (a prefix trie); "scored": one forward scores every valid reply and the action is
+    # drawn from the softmax over them (length_normalize: mean token log-prob, TWOSOME). Needs an env that lists
+    # its replies (env.action_candidates: MPE moves, tic-tac-toe cells, guess-the-number guesses).
+    c.policy = ml_collections.ConfigDict({"actions": "free", "length_normalize": False})
     # incremental: on token games each seat keeps its KV cache across turns (reads only new tokens, `chunk`
     # at a time) and an episode is scored in one forward over its final transcript; False re-reads the whole
     # transcript every turn (the reference path; envs whose observations are not growing transcripts use it)
@@ -47,7 +52,8 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.rollout = ml_collections.ConfigDict({"incremental": True, "chunk": 64, "min_score_width": 128})
     c.algo = "grpo"  # "ppo" (value head + GAE over turns), "grpo", "rloo"
     # PPO's critic: "ippo" = a value head on each seat's own adapter trunk; "mappo" = one centralized critic,
-    # an MLP (hidden units below) over every seat's transcript summary (policies/central_critic.py)
+    # an MLP (hidden units below) over every seat's transcript summary; "world_state" = that MLP over the env's
+    # world state (MPE: positions and velocities, as the MLP job's MAPPO critic) (policies/central_critic.py)
     c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256})
     # PPO's credit: "turn" = GAE over the seat's turns, every token of a turn gets its turn's advantage;
     # "token" = GAE over generated tokens (turn reward on the turn's last token, a value per token)
@@ -105,7 +111,8 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     check_positive_ints(config.rollout, ("chunk", "min_score_width"), prefix="rollout.")
     critic = ALGORITHMS[config.algo].critic  # group baselines (no critic) compare the episodes of a group
     _require(critic or config.group_size > 1, "group_size", f"{config.algo} needs groups of at least 2")
-    _require(config.critic.kind in ("ippo", "mappo"), "critic.kind", f"must be 'ippo' or 'mappo', got {config.critic.kind!r}")
+    _require(config.critic.kind in ("ippo", "mappo", "world_state"), "critic.kind",
+             f"must be 'ippo', 'mappo' or 'world_state', got {config.critic.kind!r}")
     _require(config.critic.kind == "ippo" or critic, "critic.kind",
              f"a centralized critic is for algo='ppo' ({config.algo} has no critic)")
     _require(config.credit in ("turn", "token"), "credit", f"must be 'turn' or 'token', got {config.credit!r}")
@@ -117,6 +124,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     check_one_update(config)
     _require(config.kl_estimator in ("k1", "k2", "k3"), "kl_estimator", "must be k1, k2 or k3")
     _check_seats(config)
+    _check_actions(config)
     check_eval_episodes(config)
     check_model_checkpoint(config)
 
@@ -134,3 +142,16 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
     check_positive_ints(pool, ("refresh_every",), prefix="opponent_pool.")
     _require(pool.size == 0 or config.share_policy, "opponent_pool.size",
              "a snapshot pool is self-play of one shared policy; set share_policy=True")
+
+
+def _check_actions(config) -> None:
+    from jaxmarl_llm.policies.candidates import ACTION_MODES
+
+    actions = config.policy.actions
+    _require(actions in ACTION_MODES, "policy.actions", f"must be {_one_of(ACTION_MODES)}, got {actions!r}")
+    if actions != "free":
+        _require(config.sampling.top_k == 0 and config.sampling.top_p == 1.0, "sampling.top_k",
+                 f"top-k / top-p filter free text; with policy.actions={actions!r} the choice is among the valid "
+                 "replies already: leave sampling.top_k=0 and sampling.top_p=1.0")
+    _require(not (actions == "scored" and config.credit == "token"), "credit",
+             "a scored reply is one choice, not a sequence of tokens: use credit='turn' with policy.actions='scored'")

@@ -1,0 +1,235 @@
+"""Constrained and scored actions: only valid replies, distributions that sum to one, PPO ratios of exactly 1."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmarl_llm.models import config as model_config
+from jaxmarl_llm.models.transformer import init_params
+from jaxmarl_llm.policies import candidates as cand_lib
+from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.models.sampling import SamplingConfig
+from jaxmarl_llm.train import lm_rl, lm_seats
+from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+from jaxmarl_llm.train.errors import ConfigError
+from jaxmarl_llm.train.lm_scoring import episode_seqs, score
+
+V, M, EOS = 11, 6, 1
+
+
+def _random_replies(rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """3-8 distinct replies of 1-4 tokens over a 9-token alphabet (ids 2..10), often sharing prefixes."""
+    k = int(rng.integers(3, 9))
+    replies: set[tuple[int, ...]] = set()
+    while len(replies) < k:
+        replies.add(tuple(int(t) for t in rng.integers(2, 5 if rng.random() < 0.5 else V, size=rng.integers(1, 5))))
+    return sorted(replies)
+
+
+def _prefix_logits(table: jax.Array, prefix: jax.Array, j: int) -> jax.Array:
+    """A fake model: the logits after a prefix depend on (step, the previous token)."""
+    prev = prefix[..., j - 1] if j > 0 else jnp.zeros(prefix.shape[:-1], jnp.int32)
+    return table[j, prev]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_constrained_samples_only_valid_replies_and_probabilities_sum_to_one(seed):
+    rng = np.random.default_rng(seed)
+    cands = cand_lib.build(_random_replies(rng), EOS, M)
+    k, b = cands.size, 512
+    table = jax.random.normal(jax.random.PRNGKey(seed), (M, V, V)) * 3.0  # logits per (step, previous token)
+    valid = jnp.asarray(rng.random((b, k)) < 0.6)
+    valid = valid.at[0].set(False)  # a row with nothing valid is opened to every candidate
+
+    def step_fn(tok, state):  # state: (tokens so far [B, M], step)
+        toks, j = state
+        toks = toks.at[:, j].set(tok)
+        return _prefix_logits(table, toks, j + 1), (toks, j + 1)
+
+    keys = jax.random.split(jax.random.PRNGKey(100 + seed), b)
+    init = (jnp.zeros((b, M), jnp.int32), 0)
+    tokens, lp, mask, _ = cand_lib.constrained_decode(keys, _prefix_logits(table, init[0], 0), init, step_fn, cands,
+                                                      valid, 1.0, M, 0)
+    allowed = np.asarray(cand_lib.some_valid(valid))
+    spelled = np.asarray(cand_lib.walk(cands, tokens, valid).leaf)
+    assert (spelled >= 0).all(), "a sampled reply is not a candidate"
+    assert allowed[np.arange(b), spelled].all(), "a sampled reply is not valid in its row's state"
+    assert (np.asarray(mask).sum(-1) == cands.lens[spelled]).all()
+
+    # the recorded log-probs equal the restricted scores the loss recomputes from the same logits
+    logits = jnp.stack([_prefix_logits(table, tokens, j) for j in range(M)], axis=1)  # [B, M, V]
+    got_lp, got_ent = cand_lib.restricted_scores(cands, logits, tokens, valid, 1.0)
+    np.testing.assert_allclose(np.asarray(got_lp) * np.asarray(mask), np.asarray(lp), atol=1e-6)
+
+    # over every candidate, the sequence probabilities of a row sum to 1 (0 for invalid ones)
+    every = jnp.asarray(cands.table(M))  # [K, M]
+    for row in range(4):
+        v = jnp.broadcast_to(valid[row], (k, k))
+        seq_logits = jnp.stack([_prefix_logits(table, every, j) for j in range(M)], axis=1)
+        seq_lp, _ = cand_lib.restricted_scores(cands, seq_logits, every, v, 1.0)
+        real = jnp.arange(M)[None] < jnp.asarray(cands.lens)[:, None]
+        prob = np.exp(np.asarray(jnp.where(real, seq_lp, 0.0).sum(-1)))
+        assert prob[allowed[row]].sum() == pytest.approx(1.0, abs=1e-5)
+        # an invalid reply is no path of the restricted trie: the loss would never see one
+        walked = np.asarray(cand_lib.walk(cands, every, v).leaf)
+        assert (walked[~allowed[row]] == -1).all() and (walked[allowed[row]] == np.flatnonzero(allowed[row])).all()
+
+    # the entropy at the root is the restricted distribution's, by brute force over its distinct first tokens
+    firsts = sorted({r[0] for r, ok in zip(cands.replies, allowed[1]) if ok})
+    p = jax.nn.softmax(logits[1, 0, jnp.asarray(firsts)])
+    assert float(got_ent[1, 0]) == pytest.approx(float(-(p * jnp.log(p)).sum()), abs=1e-5)
+
+
+def _tiny_policy(actions: str, cands: cand_lib.Candidates, temperature: float = 1.0) -> tuple[LMPolicy, dict]:
+    cfg = model_config.tiny("qwen3", vocab_size=V, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2,
+                            num_kv_heads=1, head_dim=16)
+    params = init_params(cfg, jax.random.PRNGKey(0), std=0.5)
+    return LMPolicy(cfg, sampling=SamplingConfig(max_new_tokens=M, temperature=temperature, stop_ids=(EOS,)),
+                    actions=actions, candidates=cands), params
+
+
+@pytest.mark.parametrize("temperature", [1.0, pytest.param(0.7, marks=pytest.mark.slow)])
+def test_scored_equals_constrained_for_one_token_replies(temperature):
+    cands = cand_lib.build([(3,), (5,), (7,), (8,), (10,)], EOS, M)
+    scored, params = _tiny_policy("scored", cands, temperature)
+    constrained, _ = _tiny_policy("constrained", cands, temperature)
+    b = 64
+    prompt = jax.random.randint(jax.random.PRNGKey(1), (b, 9), 2, V)
+    lengths = jax.random.randint(jax.random.PRNGKey(2), (b,), 3, 10)
+    valid = jax.random.bernoulli(jax.random.PRNGKey(3), 0.6, (b, cands.size))
+    keys = jax.random.split(jax.random.PRNGKey(4), b)
+    s = jax.vmap(lambda k, p, n, v: jax.tree.map(lambda x: x[0], scored.sample(k, params, None, p[None], n[None],
+                                                                                 v[None])))(keys, prompt, lengths, valid)
+    c = jax.vmap(lambda k, p, n, v: jax.tree.map(lambda x: x[0], constrained.sample(
+        k, params, None, p[None], n[None], v[None])))(keys, prompt, lengths, valid)
+    np.testing.assert_array_equal(np.asarray(s.tokens), np.asarray(c.tokens))  # the same draws from the same keys
+    np.testing.assert_allclose(np.asarray(s.logprobs), np.asarray(c.logprobs), atol=1e-5)
+    # and the loss sees the same log-probs and entropies
+    out_s = scored.score_actions(params, None, prompt, lengths, s.tokens, s.mask, valid)
+    out_c = constrained.score_actions(params, None, prompt, lengths, c.tokens, c.mask, valid)
+    for a, b_ in zip(out_s[:2], out_c[:2]):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b_), atol=1e-5)
+
+
+def test_scored_candidates_follow_their_sequence_log_probs():
+    """Several-token replies: the action distribution is the softmax of each reply's summed (or mean) log-prob."""
+    cands = cand_lib.build([(3, 4), (3, 5, 6), (7,), (8, 9, 10)], EOS, M)
+    for normalize in (False, True):
+        policy, params = _tiny_policy("scored", cands)
+        policy = LMPolicy(policy.cfg, sampling=policy.sampling, actions="scored", candidates=cands,
+                          length_normalize=normalize)
+        prompt = jnp.asarray([[2, 3, 4, 5, 6, 0, 0]])
+        scores, _ = policy.candidate_scores(params, None, prompt, jnp.asarray([5]))
+        logits = policy.logits(params, None, jnp.asarray([list(np.pad([2, 3, 4, 5, 6, *r], (0, 3))[:8])
+                                                          for r in cands.replies]))
+        lp = jax.nn.log_softmax(logits, -1)
+        for k, r in enumerate(cands.replies):
+            want = sum(float(lp[k, 4 + j, t]) for j, t in enumerate(r))
+            want = want / len(r) if normalize else want
+            assert float(scores[0, k]) == pytest.approx(want, abs=1e-5)
+
+
+def test_trie_adds_eos_only_where_a_reply_is_a_prefix_of_another():
+    cands = cand_lib.build([(5, 6), (5, 6, 7), (8,)], EOS, M)
+    assert cands.replies == ((5, 6, EOS), (5, 6, 7), (8,))
+    with pytest.raises(ValueError, match="repeat"):
+        cand_lib.build([(5,), (5,)], EOS, M)
+    with pytest.raises(ValueError, match="max_action_tokens"):
+        cand_lib.build([(5,) * 7], EOS, M)
+
+
+# ---- in the trainer: every reply parses, and PPO's first ratio is exactly 1 ----------------------------------
+
+def _game_config(game: str, actions: str):
+    c = lm_rl_defaults()
+    c.policy.actions = actions
+    c.mesh.num_devices = 1
+    c.algo, c.group_size, c.num_envs = "ppo", 1, 4
+    if game == "spread":
+        c.env_name, c.num_turns, c.tokenizer = "text/tokenized_mpe", 6, "word"
+        c.env_kwargs = {"env": "mpe/simple_spread", "num_agents": 3, "max_cycles": 6, "continuous_actions": False,
+                        "prompt": "", "outro": "\nAction:", "separator": ""}
+        if actions == "scored":  # the char tokenizer spells each move in several tokens: GLAM-style scoring
+            c.tokenizer, c.env_kwargs["separator"] = "char", " "
+    elif game == "tic_tac_toe":  # incremental rollout, state-dependent masks, "Move: N" replies sharing a prefix
+        c.env_name, c.num_turns, c.scripted_agents = "text/tic_tac_toe", 4, "1:random"
+        c.env_kwargs = {"capacity": 400}
+    else:  # guess_number: "Guess: 1" is a prefix of "Guess: 10": the trie ends it with eos
+        c.env_name, c.num_turns, c.algo, c.group_size = "text/guess_number", 2, "grpo", 2
+        c.env_kwargs = {"max_turns": 2, "capacity": 160}
+    validate_lm_rl(c)
+    return c
+
+
+@pytest.mark.parametrize("game,actions", [("spread", "constrained"), ("spread", "scored"),
+                                          ("tic_tac_toe", "constrained"), ("guess_number", "constrained")])
+def test_replies_always_parse_and_the_loss_rescores_the_recorded_log_probs(game, actions):
+    trainer = lm_rl.make_train(_game_config(game, actions))
+    plan = trainer.plan
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+
+    @jax.jit
+    def check(state, base):
+        turns, seats, final = trainer.rollout(jax.random.PRNGKey(5), base, state.trainable, state.pool,
+                                              jnp.arange(plan.num_envs))
+        train = lm_seats.loss_seats(plan, turns, seats.learns)
+        seqs = episode_seqs(plan, final, train, seats.learns) if plan.incremental else None
+        lp, ent, _ = score(plan, trainer.policy, base, state.trainable, train, seqs)
+        ref_lp = score(plan, trainer.policy, base, state.trainable, train, seqs, reference=True)[0]
+        return turns, train, lp, ent, ref_lp
+
+    turns, train, lp, ent, ref_lp = jax.device_get(check(state, trainer.base))
+    mask = np.asarray(train.token_mask())
+    assert mask.sum() > 0
+    fe = turns.info["format_error"]
+    assert not np.asarray(fe).any(), "a constrained / scored reply failed to parse"
+    if game == "tic_tac_toe":
+        assert not np.asarray(turns.info["illegal"]).any(), "a reply named an occupied cell"
+    # PPO's ratio at the first minibatch of the first epoch: exp(new - old) == 1. Re-read rollouts run the very
+    # forward the loss runs (1e-6); a KV-cache rollout sums the same terms in another order (float32: 2e-6)
+    ratio = np.exp(lp - train.logprob)[mask]
+    np.testing.assert_allclose(ratio, 1.0, atol=2e-6 if plan.incremental else 1e-6)
+    assert np.abs(ratio - 1.0).mean() < 5e-7
+    assert (ent[mask] >= 0).all() and (ent[mask] <= np.log(cand_lib.build(
+        trainer.env.action_candidates, trainer.tokenizer.eos_id, 99).size) + 1e-5).all()
+    # the reference is restricted too: a fresh adapter (B = 0) is the base, so it scores the same log-probs
+    np.testing.assert_allclose(ref_lp[mask], lp[mask], atol=1e-6)
+    assert plan.incremental == (game in ("tic_tac_toe", "guess_number"))
+
+
+def test_constrained_actions_need_an_env_that_lists_replies():
+    c = lm_rl_defaults()
+    c.mesh.num_devices = 1
+    c.env_name, c.policy.actions = "text/debate", "constrained"
+    with pytest.raises(ConfigError, match="action_candidates"):
+        lm_rl.make_train(c)
+    c.policy.actions = "sometimes"
+    with pytest.raises(ConfigError, match="policy.actions"):
+        validate_lm_rl(c)
+    c.policy.actions, c.sampling.top_k = "scored", 5
+    with pytest.raises(ConfigError, match="top_k"):
+        validate_lm_rl(c)
+
+
+@pytest.mark.slow  # ~100 s; the sharded step itself is covered by test_lm_rl's default 8-device test
+def test_constrained_spread_on_eight_devices_matches_one():
+    if len(jax.devices()) < 8:
+        pytest.skip("needs 8 forced host devices (conftest)")
+    from jaxmarl_llm.train import mesh as mesh_lib
+
+    outs = []
+    for n in (1, 8):
+        config = _game_config("spread", "constrained")
+        config.num_envs, config.mesh.num_devices, config.update_epochs = 8, n, 1
+        trainer = lm_rl.make_train(config)
+        mesh = mesh_lib.make_mesh(n)
+        state = mesh_lib.put(trainer.init(jax.random.PRNGKey(1), trainer.hparams), mesh, trainer.state_specs)
+        state, metrics = mesh_lib.sharded_chunk(trainer, mesh, 1)(state, trainer.hparams)
+        outs.append((jax.device_get(state.trainable), jax.device_get(metrics)))
+    for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
+        np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(outs[0][1]["team_return"], outs[1][1]["team_return"], rtol=1e-5)
+    assert float(np.abs(outs[0][0]["value_head"]["kernel"]).max()) > 0  # the update moved something
