@@ -105,10 +105,22 @@ def generate_with_state(
     lora_scale: float = 1.0,
 ) -> dict[str, Any]:
     """`generate` plus what policies want: prompt_hidden [B, D] (final hidden of the last prompt token)."""
+    logits, prompt_hidden, cache, step_fn = prefill(params, lora, prompt_tokens, prompt_lengths, cfg, max_new_tokens,
+                                                    lora_scale)
+    tokens, logprobs, mask, _ = decode(key, logits, cache, step_fn, max_new_tokens=max_new_tokens,
+                                       temperature=temperature, top_k=top_k, top_p=top_p, stop_ids=stop_ids,
+                                       pad_id=pad_id)
+    return {"tokens": tokens, "logprobs": logprobs, "mask": mask, "prompt_hidden": prompt_hidden}
+
+
+def prefill(params: Params, lora: Params | None, prompt_tokens: jax.Array, prompt_lengths: jax.Array,
+            cfg: ModelConfig, max_new_tokens: int, lora_scale: float = 1.0):
+    """Read right-padded prompts [B, L] into a KV cache with room for max_new_tokens more -> (logits [B, V] of
+    each prompt's last token, its final hidden state [B, D], the cache, step_fn(tokens [B], cache) -> (logits,
+    cache)): what `decode` (or constrained decoding) continues from."""
     b, l = prompt_tokens.shape
-    m = max_new_tokens
     prompt_lengths = prompt_lengths.astype(jnp.int32)
-    cache = init_cache(cfg, b, l + m)
+    cache = init_cache(cfg, b, l + max_new_tokens)
     logits, hidden, cache = forward(params, prompt_tokens, cfg, lora=lora, lora_scale=lora_scale, cache=cache,
                                     num_new=prompt_lengths, logit_index=prompt_lengths - 1)
     prompt_hidden = jnp.take_along_axis(hidden, (prompt_lengths - 1)[:, None, None], axis=1)[:, 0]  # [B, D]
@@ -117,9 +129,7 @@ def generate_with_state(
         logits, _, cache = forward(params, tok[:, None], cfg, lora=lora, lora_scale=lora_scale, cache=cache)
         return logits[:, 0], cache
 
-    tokens, logprobs, mask, _ = decode(key, logits, cache, step_fn, max_new_tokens=m, temperature=temperature,
-                                       top_k=top_k, top_p=top_p, stop_ids=stop_ids, pad_id=pad_id)
-    return {"tokens": tokens, "logprobs": logprobs, "mask": mask, "prompt_hidden": prompt_hidden}
+    return logits, prompt_hidden, cache, step_fn
 
 
 def decode(key: jax.Array, logits: jax.Array, cache: Any, step_fn, *, max_new_tokens: int, temperature: float = 1.0,

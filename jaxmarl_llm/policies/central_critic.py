@@ -46,8 +46,13 @@ def critic_apply(params: Params, x: jax.Array) -> jax.Array:
 def critic_inputs(features: jax.Array) -> jax.Array:
     """features [..., A, D] (one summary per seat) -> [..., A, A*D + A]: every seat's summary, then who is valued."""
     *lead, a, d = features.shape
-    joint = jnp.broadcast_to(features.reshape(*lead, 1, a * d), (*lead, a, a * d))
-    onehot = jnp.broadcast_to(jnp.eye(a, dtype=features.dtype), (*lead, a, a))
+    return _with_seat(jnp.broadcast_to(features.reshape(*lead, 1, a * d), (*lead, a, a * d)))
+
+
+def _with_seat(joint: jax.Array) -> jax.Array:
+    """joint [..., A, F] (what every seat's value reads) -> [..., A, F + A]: then a one-hot of the valued seat."""
+    *lead, a, _ = joint.shape
+    onehot = jnp.broadcast_to(jnp.eye(a, dtype=joint.dtype), (*lead, a, a))
     return jnp.concatenate([joint, onehot], axis=-1)
 
 
@@ -55,9 +60,7 @@ def world_inputs(world: jax.Array, num_agents: int) -> jax.Array:
     """The env's world state [..., S] (floats: positions, velocities, ...) -> [..., A, S + A]: the state, then who
     is valued. Centralized training only: the critic reads what no seat's text says; the LM acts on its text."""
     lead = world.shape[:-1]
-    joint = jnp.broadcast_to(world[..., None, :].astype(jnp.float32), (*lead, num_agents, world.shape[-1]))
-    onehot = jnp.broadcast_to(jnp.eye(num_agents, dtype=jnp.float32), (*lead, num_agents, num_agents))
-    return jnp.concatenate([joint, onehot], axis=-1)
+    return _with_seat(jnp.broadcast_to(world[..., None, :].astype(jnp.float32), (*lead, num_agents, world.shape[-1])))
 
 
 def transcript_features(base: Params, cfg: ModelConfig, tokens: jax.Array, positions: jax.Array) -> jax.Array:

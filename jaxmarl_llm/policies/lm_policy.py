@@ -32,8 +32,8 @@ from jaxmarl_llm.models import config as model_config
 from jaxmarl_llm.models import lora as lora_lib
 from jaxmarl_llm.models.config import ModelConfig
 from jaxmarl_llm.models.lora import LoraConfig, init_lora
-from jaxmarl_llm.models.sampling import SamplingConfig, generate_with_state, sampling_logprobs
-from jaxmarl_llm.models.transformer import Params, forward, init_cache, init_params, lm_head
+from jaxmarl_llm.models.sampling import SamplingConfig, generate_with_state, prefill, sampling_logprobs
+from jaxmarl_llm.models.transformer import Params, forward, init_params, lm_head
 from jaxmarl_llm.policies import candidates as cand_lib
 from jaxmarl_llm.policies.base import Sample
 from jaxmarl_llm.policies.candidates import Candidates
@@ -48,6 +48,11 @@ def value_head_init(cfg: ModelConfig, num_agents: int | None = None) -> Params:
 def value_head_apply(head: Params, hidden: jax.Array) -> jax.Array:
     """hidden [..., D] -> values [...] in float32."""
     return hidden.astype(jnp.float32) @ head["kernel"] + head["bias"]
+
+
+def value_or_zero(head: Params | None, hidden: jax.Array) -> jax.Array:
+    """The value head on hidden [..., D], or zeros [...] without one (the reference policy, SFT adapters)."""
+    return jnp.zeros(hidden.shape[:-1], jnp.float32) if head is None else value_head_apply(head, hidden)
 
 
 def score_tokens(sampling: SamplingConfig, logits: jax.Array, targets: jax.Array, hidden: jax.Array,
@@ -67,11 +72,7 @@ def score_tokens(sampling: SamplingConfig, logits: jax.Array, targets: jax.Array
     lp = jnp.take_along_axis(lp_all, targets[..., None], axis=-1)[..., 0]
     p = jnp.exp(lp_all)
     ent = -jnp.sum(jnp.where(p > 0, p * lp_all, 0.0), axis=-1)
-    if value_head is None:
-        value = jnp.zeros(targets.shape, jnp.float32)
-    else:
-        value = value_head_apply(value_head, hidden)
-    return lp, ent, value
+    return lp, ent, value_or_zero(value_head, hidden)
 
 
 def append_tokens(prompt: jax.Array, prompt_lengths: jax.Array, response: jax.Array, response_mask: jax.Array):
@@ -139,24 +140,20 @@ class LMPolicy:
                                   max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_k=s.top_k,
                                   top_p=s.top_p, stop_ids=tuple(s.stop_ids), pad_id=s.pad_id,
                                   lora_scale=self.lora.scale)
-        value = jnp.zeros(obs_lengths.shape, jnp.float32)
-        if trainable is not None and "value_head" in trainable:
-            value = value_head_apply(trainable["value_head"], out["prompt_hidden"])
-        return Sample(out["tokens"], out["logprobs"], out["mask"], value)
+        return Sample(out["tokens"], out["logprobs"], out["mask"], self._value(trainable, out["prompt_hidden"]))
 
     def _value(self, trainable: Params | None, hidden: jax.Array) -> jax.Array:
-        if trainable is None or "value_head" not in trainable:
-            return jnp.zeros(hidden.shape[:-1], jnp.float32)
-        return value_head_apply(trainable["value_head"], hidden)
+        return value_or_zero(None if trainable is None else trainable.get("value_head"), hidden)
 
-    def _valid(self, valid: jax.Array | None, rows: tuple[int, ...]) -> jax.Array:
+    def valid_or_all(self, valid: jax.Array | None, rows: tuple[int, ...]) -> jax.Array:
+        """valid [*rows, K], or every candidate allowed when not given."""
         return jnp.ones(rows + (self.candidates.size,), bool) if valid is None else valid
 
     def _sample_candidates(self, key, params, trainable, obs_tokens, obs_lengths, valid) -> Sample:
         """Constrained decoding (walk the trie) or a draw over scored candidates."""
-        b, l = obs_tokens.shape
+        b = obs_tokens.shape[0]
         s, m = self.sampling, self.sampling.max_new_tokens
-        keys, valid = row_keys(key, b), self._valid(valid, (b,))
+        keys, valid = row_keys(key, b), self.valid_or_all(valid, (b,))
         lengths = obs_lengths.astype(jnp.int32)
         if self.actions == "scored":
             scores, hidden = self.candidate_scores(params, trainable, obs_tokens, lengths)
@@ -167,17 +164,8 @@ class LMPolicy:
             mask = jnp.arange(m)[None, :] < jnp.asarray(self.candidates.lens)[k][:, None]
             tokens = jnp.where(mask, tokens, s.pad_id)
             return Sample(tokens, jnp.zeros((b, m)).at[:, 0].set(lp), mask, self._value(trainable, hidden))
-        lora = self._lora(trainable)
-        cache = init_cache(self.cfg, b, l + m)
-        logits, hidden, cache = forward(params, obs_tokens, self.cfg, lora=lora, lora_scale=self.lora.scale,
-                                        cache=cache, num_new=lengths, logit_index=lengths - 1)
-        prompt_hidden = jnp.take_along_axis(hidden, (lengths - 1)[:, None, None], axis=1)[:, 0]
-
-        def step_fn(tok, cache):
-            logits, _, cache = forward(params, tok[:, None], self.cfg, lora=lora, lora_scale=self.lora.scale,
-                                       cache=cache)
-            return logits[:, 0], cache
-
+        logits, prompt_hidden, cache, step_fn = prefill(params, self._lora(trainable), obs_tokens, lengths, self.cfg,
+                                                        m, self.lora.scale)
         tokens, logprobs, mask, _ = cand_lib.constrained_decode(keys, logits, cache, step_fn, self.candidates, valid,
                                                                 s.temperature, m, s.pad_id)
         return Sample(tokens, logprobs, mask, self._value(trainable, prompt_hidden))
@@ -211,10 +199,9 @@ class LMPolicy:
         [..., M, D] -> log-prob, entropy, value [..., M]; constrained: under the trie walk's distribution."""
         if self.actions == "free":
             return score_tokens(self.sampling, logits, action, hidden, head)
-        lp, ent = cand_lib.restricted_scores(self.candidates, logits, action, self._valid(valid, action.shape[:-1]),
-                                             self.sampling.temperature)
-        value = jnp.zeros(action.shape, jnp.float32) if head is None else value_head_apply(head, hidden)
-        return lp, ent, value
+        lp, ent = cand_lib.restricted_scores(self.candidates, logits, action,
+                                             self.valid_or_all(valid, action.shape[:-1]), self.sampling.temperature)
+        return lp, ent, value_or_zero(head, hidden)
 
     def score_actions(self, params: Params, trainable: Params | None, prompt: jax.Array, lengths: jax.Array,
                       action: jax.Array, action_mask: jax.Array, valid: jax.Array | None = None):
@@ -223,15 +210,15 @@ class LMPolicy:
         Scored: the turn is one choice, scored at token 0 (the caller's mask keeps token 0 only)."""
         b, m = action.shape
         head = None if trainable is None else trainable.get("value_head")
-        valid = self._valid(valid, (b,)) if self.actions != "free" else valid
+        valid = self.valid_or_all(valid, (b,)) if self.actions != "free" else valid
         if self.actions == "scored":
             scores, hidden = self.candidate_scores(params, trainable, prompt, lengths)
             lp_k, ent = cand_lib.scored_distribution(scores, valid, self.sampling.temperature)
             k = cand_lib.candidate_index(self.candidates, action)  # the whole reply (the mask keeps token 0)
             first = lambda x: jnp.zeros((b, m), jnp.float32).at[:, 0].set(x)  # noqa: E731
             lp = jnp.take_along_axis(lp_k, k[:, None], -1)[:, 0]
-            value = jnp.zeros((b,)) if head is None else value_head_apply(head, hidden)
-            return first(lp) * action_mask, first(ent) * action_mask, first(value) * action_mask
+            return (first(lp) * action_mask, first(ent) * action_mask,
+                    first(value_or_zero(head, hidden)) * action_mask)
         tokens, _, _ = append_tokens(prompt, lengths, action, action_mask)
         _, hidden, _ = forward(params, tokens, self.cfg, lora=self._lora(trainable), lora_scale=self.lora.scale)
         pos = jnp.clip(lengths[:, None] - 1 + jnp.arange(m)[None, :], 0, tokens.shape[1] - 1)  # [B, M]

@@ -132,7 +132,7 @@ def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Arra
         return lg, ((k, v), pos + 1)
 
     if policy.actions == "constrained":
-        valid = policy._valid(valid, (b,))
+        valid = policy.valid_or_all(valid, (b,))
         toks, lps, mask, ((k, v), _) = constrained_decode(
             row_keys(key, b), logits, ((k, v), length), step_fn, policy.candidates, valid, s_cfg.temperature,
             s_cfg.max_new_tokens, s_cfg.pad_id)

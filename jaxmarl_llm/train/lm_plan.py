@@ -46,7 +46,6 @@ class Plan:
     max_action_tokens: int  # M
     pad_id: int
     actions: str  # "free" | "constrained" | "scored" (the policy's; policies/candidates.py)
-    num_candidates: int  # K: the env's valid replies (0 with free actions)
     # seats
     lm_agents: tuple[int, ...]  # seats an LM plays (scripted seats never run the model)
     loss_agents: tuple[int, ...]  # seats scored in the loss; with a pool (0,): each env's learner seat

@@ -86,7 +86,7 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         algo=config.algo, num_agents=env.num_agents, num_envs=config.num_envs, group_size=config.group_size,
         num_turns=config.num_turns, update_epochs=config.update_epochs, num_minibatches=config.num_minibatches,
         num_microbatches=int(config.num_microbatches), max_action_tokens=m, pad_id=pad_id, actions=policy.actions,
-        num_candidates=policy.candidates.size if policy.candidates else 0, **seats,
+        **seats,
         incremental=incremental, movers=min(env.max_movers or num_lm, num_lm), chunk=int(config.rollout.chunk),
         widths=transcripts.score_widths(env.capacity + m, config.rollout.min_score_width) if incremental else (),
         min_score_width=config.rollout.min_score_width, central=config.critic.kind in ("mappo", "world_state"),

@@ -65,20 +65,17 @@ def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
     critic = ALGORITHMS[plan.algo].critic
     batch = batch._replace(info={})
     run = lambda b: score_slice(plan, policy, base, trainable, b, reference)  # noqa: E731
-    need = jnp.any(batch.acts, axis=(1, 2))  # [B] turns with a learner's action
-    if critic:
-        need = need | jnp.any(batch.alive, axis=1)
+
+    def need(row: Turns):  # a learner acted (or, with a critic, the game was running) at this turn
+        return jnp.any(row.acts) | (jnp.any(row.alive) if critic else False)
 
     def one(row: Turns):
         one_batch = jax.tree.map(lambda x: x[None], row)
         shapes = jax.eval_shape(run, one_batch)
         skip = lambda b: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)  # noqa: E731
-        return jax.tree.map(lambda x: x[0], jax.lax.cond(row_need(row), run, skip, one_batch))
+        return jax.tree.map(lambda x: x[0], jax.lax.cond(need(row), run, skip, one_batch))
 
-    def row_need(row: Turns):
-        return jnp.any(row.acts) | (jnp.any(row.alive) if critic else False)
-
-    return jax.lax.cond(jnp.all(need), run, lambda b: jax.lax.map(one, b), batch)
+    return jax.lax.cond(jnp.all(jax.vmap(need)(batch)), run, lambda b: jax.lax.map(one, b), batch)
 
 
 def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs: jax.Array,

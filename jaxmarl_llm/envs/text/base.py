@@ -143,11 +143,6 @@ class TextEnv(Env):
             raise ValueError(f"max_action_tokens={self.max_action_tokens} cannot hold the action {strings[0]!r}")
         return self.codec.table(strings, width=self.max_action_tokens)
 
-    def replies(self, table: PieceTable) -> tuple[tuple[int, ...], ...]:
-        """A piece table's rows as reply token ids: what `action_candidates` holds."""
-        ids, lens = jax.device_get((table.ids, table.lens))
-        return tuple(tuple(int(t) for t in row[:n]) for row, n in zip(ids, lens))
-
     def make_action(self, table: PieceTable, index: jax.Array, actor: jax.Array | None = None) -> TextAction:
         """TextAction whose rows are table rows `index` [A] (rows where actor is False are empty)."""
         lens = table.lens[index]

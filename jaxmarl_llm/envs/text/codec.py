@@ -40,6 +40,11 @@ class PieceTable(NamedTuple):
     def width(self) -> int:
         return int(self.ids.shape[-1])
 
+    def rows(self) -> tuple[tuple[int, ...], ...]:
+        """Each piece's ids without padding (build time, outside `jit`): e.g. an env's `action_candidates`."""
+        ids, lens = np.asarray(self.ids), np.asarray(self.lens)
+        return tuple(tuple(int(t) for t in row[:n]) for row, n in zip(ids, lens))
+
 
 def char_code(c: str) -> int:
     if c.isspace():

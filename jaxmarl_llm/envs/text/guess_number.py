@@ -67,7 +67,7 @@ class GuessNumber(TextEnv):
         self.max_turns = int(max_turns)
         self.feedback = self.codec.table(FEEDBACK)
         self.guesses = self._action_table([f"Guess: {n}" for n in range(NUM_VALUES)])
-        self.action_candidates = self.replies(self.guesses)  # every number in range (mask: all valid)
+        self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
         self._setup([self.codec.encode(PROMPT.format(turns=max_turns))], [self.feedback.width])
 
     @property

@@ -178,7 +178,7 @@ class TicTacToe(TextEnv):
         texts += ["\n" + STATUS[ILLEGAL_YOU], "\n" + STATUS[ILLEGAL_THEM]]
         self.feedback = self.codec.table_from_ids(encode_many(self.codec, texts))
         self.moves = self._action_table([f"Move: {i + 1}" for i in range(9)])
-        self.action_candidates = self.replies(self.moves)  # candidate k: cell k
+        self.action_candidates = self.moves.rows()  # candidate k: cell k
         self.best = jnp.asarray(minimax_table())
         empty = board_picture((0,) * 9, board)
         prompts = [

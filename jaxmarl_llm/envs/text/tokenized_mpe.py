@@ -104,8 +104,7 @@ class TokenizedMPE(Env):
         self.action_set = parsing.StringSet(self.action_names)
         self.max_action_tokens = int(max_action_tokens)
         self.actions = self.codec.table(list(self.action_names), width=self.max_action_tokens)
-        ids, lens = jax.device_get((self.actions.ids, self.actions.lens))
-        self.action_candidates = tuple(tuple(int(t) for t in row[:n]) for row, n in zip(ids, lens))  # the moves
+        self.action_candidates = self.actions.rows()  # the moves
         self.prompt = jnp.asarray(self.codec.encode(prompt.format(n=obs_dim, top=self.bins - 1)), jnp.int32)
         self.outro = self.codec.piece(outro.format(names=", ".join(self.action_names)))
         # show_step: the step count as one more field ("t7"): the value of a state depends on the steps left,
