@@ -22,6 +22,10 @@ velocities, the share of the episode played), the input the MLP job's `--config.
 the LM acts on its own text only. With the per-seat value head on the adapter trunk
 (`configs/spread.py:ippo`) the critic is far worse (value loss 20-35 vs 3-6 over 100 updates) and the
 team return hardly moves (docs/benchmarks.md).
+Optimizer: one epoch of 5 minibatches per update (a second epoch doubled the cost and learned no more per
+update), lr 1e-3 falling linearly to 0 (`anneal_lr`), and the critic on its own Adam at lr 1e-2
+(`critic.lr`): at one shared lr the critic needed ~100 updates to fit returns of -20..-30 from 0, and until
+then the advantages were noise and the policy hardly moved (docs/benchmarks.md, "what limits it").
 Metrics: `team_return` is the sum of the three agents' returns (the MLP job's `team_return`; JaxMARL's
 10M-step IPPO reaches -61, the random policy about -80), `return_agent<i>` each agent's, `env_steps`
 the env steps played. `--config.policy.actions=scored` scores each move as a whole (GLAM; with one-token
@@ -55,13 +59,15 @@ def get_config(variant: str = ""):
     c.num_turns = 25  # max_cycles: one turn per env step
     c.num_envs = 16
     c.group_size = 1
-    c.update_epochs = 2
+    c.update_epochs = 1  # a second epoch doubles the update's cost and did not learn more per update
     c.num_minibatches = 5  # 5 turns of every episode per minibatch
     c.lr = 1e-3
+    c.anneal_lr = True  # PPO's linear decay to 0, as the MLP job
+    c.critic.lr = 1e-2  # the critic's own Adam: it must reach returns of -20..-30 from 0 before advantages mean much
     c.gamma = 0.99
     c.gae_lambda = 0.95
     c.vf_coef = 0.5
-    c.total_episodes = 16 * 300  # 300 updates, 120k env steps: about 8 minutes on 2 idle CPU cores
+    c.total_episodes = 16 * 480  # 480 updates, 192k env steps: under 10 minutes on 2 idle CPU cores
     c.run.out_dir = "runs/spread"
     c.run.updates_per_chunk = 5
     return c

@@ -1,18 +1,63 @@
-"""IPPO with MLP policies on MPE simple_tag (3 adversaries chase 1 good agent, 2 obstacles).
+"""MPE simple_tag (3 adversaries chase 1 good agent, 2 obstacles): IPPO with MLP policies, or LM agents.
 
-Adversaries and the good agent have different observation sizes: the env pads
-them and per-agent nets (share_params=False) learn each role.
+Default: IPPO with MLP policies. Adversaries and the good agent have different observation sizes: the env
+pads them and per-agent nets (share_params=False) learn each role.
+
+`configs/tag.py:lm`: LM agents on the same world seen as text (`text/tokenized_mpe`, as configs/spread.py),
+moves constrained to the five move words, PPO with configs/spread.py's settings. Roles are adapters on one base (`adapter_of_agent=(0, 0, 0, 1)`):
+the three predators share adapter 0, the prey has adapter 1; PPO with the world-state critic (one value per
+seat). A predator's return is 10 x the collisions of the episode (every predator is paid for every catch),
+so `return_agent0 / 10` is the catch count per episode; `return_agent3` is the prey's (collisions cost it
+10 each, leaving the arena costs more).
 """
 
-from jaxmarl_llm.train.config import mlp_ppo_defaults
+from jaxmarl_llm.train.config import lm_rl_defaults, mlp_ppo_defaults
+
+WORLD = {"num_good": 1, "num_adversaries": 3, "num_obstacles": 2, "max_cycles": 25, "continuous_actions": False}
 
 
-def get_config():
+def get_config(variant: str = ""):
+    if variant not in ("", "lm"):
+        raise ValueError(f"configs/tag.py:{variant}: the variant is 'lm' (LM agents) or none (MLP agents)")
+    return lm_config() if variant == "lm" else mlp_config()
+
+
+def mlp_config():
     c = mlp_ppo_defaults()
     c.env_name = "mpe/simple_tag"
-    c.env_kwargs = {"num_good": 1, "num_adversaries": 3, "num_obstacles": 2, "max_cycles": 25, "continuous_actions": False}
+    c.env_kwargs = dict(WORLD)
     c.share_params = False
     c.num_envs = 64
     c.total_timesteps = 5_000_000
     c.run.out_dir = "runs/tag"
+    return c
+
+
+def lm_config():
+    c = lm_rl_defaults()
+    c.env_name = "text/tokenized_mpe"
+    c.env_kwargs = {
+        "env": "mpe/simple_tag", **WORLD,
+        "bins": 16, "low": -2.0, "high": 2.0, "max_action_tokens": 8, "format_penalty": -0.1,
+        "prompt": "", "outro": "\nAction:", "separator": "", "field_names": True, "show_step": True,
+    }
+    c.tokenizer = "word"
+    c.policy.actions = "constrained"
+    c.critic.kind = "world_state"
+    c.algo = "ppo"
+    c.share_policy = False
+    c.adapter_of_agent = (0, 0, 0, 1)  # predators share adapter 0, the prey has adapter 1
+    c.num_turns = 25
+    c.num_envs = 16
+    c.group_size = 1
+    c.update_epochs = 1
+    c.num_minibatches = 5
+    c.lr = 1e-3
+    c.anneal_lr = True
+    c.critic.lr = 1e-2  # configs/spread.py's settings
+    c.gamma = 0.99
+    c.gae_lambda = 0.95
+    c.total_episodes = 16 * 200
+    c.run.out_dir = "runs/tag_lm"
+    c.run.updates_per_chunk = 5
     return c

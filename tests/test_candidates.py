@@ -233,3 +233,30 @@ def test_constrained_spread_on_eight_devices_matches_one():
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
     np.testing.assert_allclose(outs[0][1]["team_return"], outs[1][1]["team_return"], rtol=1e-5)
     assert float(np.abs(outs[0][0]["value_head"]["kernel"]).max()) > 0  # the update moved something
+
+
+def test_evaluation_and_matches_pass_the_state_mask():
+    """evaluate.play and play.make_match give a constrained policy the env's mask each turn: an untrained model
+    in both tic-tac-toe seats never names a taken cell (an illegal move costs -2, so every episode's summed
+    return is 0). With the mask replaced by "every cell" the same games do break the rules: the check can fail."""
+    from jaxmarl_llm.train import evaluate, play
+
+    trainer = lm_rl.make_train(_game_config("tic_tac_toe", "constrained"))
+    env, policy = trainer.env, trainer.policy
+    act = evaluate.lm_actor(policy, trainer.base)
+    masked = jax.device_get(jax.jit(lambda k: evaluate.play(k, env, act, 32, 9))(jax.random.PRNGKey(3)))
+    np.testing.assert_array_equal(masked["return"], 0.0)
+    assert masked["moves"].min() >= 5  # a game lasts five moves at least
+
+    # matches keep each seat's KV cache (transcripts.act_rows); re-reading is evaluate's policy.sample above
+    match = play.make_match(env, policy, ("lm", "lm"), 9, incremental=True)
+    outcomes = jax.device_get(match(jax.random.PRNGKey(4), trainer.base, (None, None), 32)[1])
+    assert not np.asarray(outcomes.illegal).any() and not np.asarray(outcomes.format_error).any()
+    np.testing.assert_array_equal(np.asarray(outcomes.ret).sum(-1), 0.0)
+    original = type(env).candidate_mask
+    try:
+        type(env).candidate_mask = lambda self, state: jnp.ones((2, len(self.action_candidates)), bool)
+        unmasked = jax.device_get(jax.jit(lambda k: evaluate.play(k, env, act, 32, 9))(jax.random.PRNGKey(3)))
+    finally:
+        type(env).candidate_mask = original
+    assert (unmasked["return"] < 0).any()

@@ -164,6 +164,8 @@ def test_central_critic_reads_what_the_seat_cannot():
     ("grpo", {"critic.kind": "mappo"}, "config.critic.kind"),  # GRPO has no critic
     ("ppo", {"critic.kind": "central"}, "config.critic.kind"),
     ("mappo", {"credit": "token"}, "config.credit"),  # the central critic values turns, not tokens
+    ("grpo", {"critic.lr": 1e-3}, "config.critic.lr"),  # no critic to give a learning rate
+    ("ppo", {"critic.lr": -1e-3}, "config.critic.lr"),
 ])
 def test_bad_lm_configs_name_the_key(algo, overrides, match):
     c = _config(algo)
@@ -191,3 +193,38 @@ def test_bf16_compute_keeps_fp32_master_adapters_and_learns():
     curve = np.asarray(metrics["episode_return"])
     assert np.isfinite(curve).all()
     assert curve[-5:].mean() > curve[:3].mean() + 0.2, curve
+
+
+def test_critic_lr_steps_the_critic_alone():
+    """critic.lr gives the central critic its own Adam: at a vanishing critic lr the critic stays where it was
+    while the adapters move exactly as with the shared optimizer's lr."""
+    moved = {}
+    for critic_lr in (0.0, 1e-12):
+        trainer = _make(_config("mappo", frozen_agents=(1,), share_policy=True, critic={"kind": "mappo",
+                                                                                        "hidden": 32, "lr": critic_lr}))
+        start = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+        state, _ = _run(trainer, 1)
+        delta = jax.tree.map(lambda a, b: float(np.abs(np.asarray(a) - np.asarray(b)).max()),
+                             state.trainable, start.trainable)
+        moved[critic_lr] = (max(jax.tree.leaves(delta["critic"])), max(jax.tree.leaves(delta["lora"])))
+    assert moved[0.0][0] > 1e-4 and moved[1e-12][0] < 1e-9, moved  # the critic: moves / stays
+    assert moved[0.0][1] > 1e-4
+    np.testing.assert_allclose(moved[1e-12][1], moved[0.0][1], rtol=0.2)  # adapters: the policy lr either way
+
+
+def test_anneal_lr_falls_linearly_to_zero():
+    """anneal_lr: PPO's schedule over the run's updates, counted in optimizer steps (epochs x minibatches)."""
+    import dataclasses
+    import optax
+
+    trainer = _make(_config("ppo", update_epochs=2, num_minibatches=1, total_episodes=16 * 4, anneal_lr=True))
+    plan = dataclasses.replace(trainer.plan, num_updates=4)
+    tx = lm_rl.make_tx(plan, trainer.hparams)
+    params = {"w": jnp.zeros((3,))}
+    opt_state = tx.init(params)
+    steps = []
+    for _ in range(8):  # a constant gradient: Adam's normalised step is 1, so each step is -lr
+        updates, opt_state = tx.update({"w": jnp.ones((3,))}, opt_state, params)
+        steps.append(-float(updates["w"][0]))
+    lr = float(trainer.hparams.lr)
+    np.testing.assert_allclose(steps, [lr, lr, .75 * lr, .75 * lr, .5 * lr, .5 * lr, .25 * lr, .25 * lr], rtol=1e-3)

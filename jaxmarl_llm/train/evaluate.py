@@ -24,7 +24,8 @@ import numpy as np
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 
-Actor = Callable[[jax.Array, jax.Array, jax.Array], TextAction]  # (key, tokens [A, L], length [A]) -> action [A, M]
+# (key, tokens [A, L], length [A], valid [A, K]: env.candidate_mask) -> action [A, M]
+Actor = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], TextAction]
 
 
 def greedy(policy: LMPolicy) -> LMPolicy:
@@ -36,15 +37,16 @@ def lm_actor(policy: LMPolicy, base: Any, trainable: Any | None = None, scale: j
     """Every agent generates from its own transcript. trainable: leaves [A, ...] or None (the bare base);
     scale [A]: adapter scale per agent (0 = that agent plays the bare base)."""
 
-    def act(key, tokens, length):  # tokens [A, L], length [A]
-        def one(a, tr, t, n):
+    def act(key, tokens, length, valid):  # tokens [A, L], length [A], valid [A, K]
+        def one(a, tr, t, n, v):
             if tr is not None and scale is not None:
                 tr = {**tr, "lora": jax.tree.map(lambda x: x * scale[a], tr["lora"])}
-            s = policy.sample(jax.random.fold_in(key, a), base, tr, t[None], n[None])
+            s = policy.sample(jax.random.fold_in(key, a), base, tr, t[None], n[None], valid=v[None])
             return jax.tree.map(lambda x: x[0], s)
 
         agents = jnp.arange(tokens.shape[0])
-        sample = jax.vmap(one, in_axes=(0, None if trainable is None else 0, 0, 0))(agents, trainable, tokens, length)
+        sample = jax.vmap(one, in_axes=(0, None if trainable is None else 0, 0, 0, 0))(
+            agents, trainable, tokens, length, valid)
         return TextAction(tokens=jnp.where(sample.mask, sample.tokens, policy.sampling.pad_id),
                           length=sample.mask.sum(-1).astype(jnp.int32))
 
@@ -70,7 +72,7 @@ def play(key: jax.Array, env, act: Actor, num_episodes: int, num_turns: int,
         obs, state, alive = carry
         k_act, k_env = jax.random.split(jax.random.fold_in(k_play, t))
         keys = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(ids)  # noqa: E731
-        action = jax.vmap(act)(keys(k_act), obs.tokens, obs.length)
+        action = jax.vmap(act)(keys(k_act), obs.tokens, obs.length, jax.vmap(env.candidate_mask)(state))
         moving = jax.vmap(env.active)(state) & alive[:, None]  # [E, A]
         obs, state, reward, term, trunc, info = jax.vmap(env.step)(keys(k_env), state, action)
         done = jnp.all(term | trunc, axis=-1) & alive

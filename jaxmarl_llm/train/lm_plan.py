@@ -25,10 +25,12 @@ class LMHParams(NamedTuple):
     gamma: jax.Array
     gae_lambda: jax.Array
     max_grad_norm: jax.Array
+    critic_lr: jax.Array  # the critic's (value head's) own lr when `Plan.critic_lr`; config.critic.lr
 
     @classmethod
     def from_config(cls, config) -> "LMHParams":
-        return cls(*(jnp.asarray(config[name], jnp.float32) for name in cls._fields))
+        values = {name: config.critic.lr if name == "critic_lr" else config[name] for name in cls._fields}
+        return cls(**{name: jnp.asarray(v, jnp.float32) for name, v in values.items()})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +74,10 @@ class Plan:
     kl_estimator: str
     grpo_normalize_std: bool
     grpo_aggregation: str
+    # optimizer: lr falls linearly to 0 over the run's updates (PPO's schedule) when anneal_lr
+    anneal_lr: bool = False
+    num_updates: int = 1
+    critic_lr: bool = False  # the critic / value head steps with its own Adam and lr (hp.critic_lr)
 
     @property
     def num_lm(self) -> int:

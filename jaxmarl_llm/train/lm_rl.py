@@ -42,7 +42,7 @@ from jaxmarl_llm.train.lm_rollout import episode_metrics, rollout
 from jaxmarl_llm.train.lm_scoring import episode_seqs, minibatch_grads, token_values
 from jaxmarl_llm.train.lm_setup import setup_lm
 from jaxmarl_llm.train.mesh import global_index
-from jaxmarl_llm.train.optim import optimizer
+from jaxmarl_llm.train.optim import linear_decay, optimizer
 
 
 @struct.dataclass
@@ -94,6 +94,8 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         critic_hidden=config.critic.hidden, token_credit=config.algo == "ppo" and config.credit == "token",
         clip_value=bool(config.clip_value), use_kl=float(config.kl_coef) != 0.0, kl_estimator=config.kl_estimator,
         grpo_normalize_std=bool(config.grpo_normalize_std), grpo_aggregation=config.grpo_aggregation,
+        anneal_lr=bool(config.anneal_lr), num_updates=max(int(config.total_episodes // config.num_envs), 1),
+        critic_lr=float(config.critic.lr) > 0.0,
     )
     _check_minibatches(plan)
     return plan
@@ -112,7 +114,7 @@ def make_train(config, env=None) -> LMTrainer:
                 jax.random.fold_in(k_init, 7), plan.num_agents, plan.world_critic or policy.cfg.hidden_size,
                 plan.critic_hidden, per_seat=not plan.world_critic)
         pool = lm_seats.init_pool(plan, trainable["lora"])
-        return LMRunnerState(trainable, make_tx(hp).init(trainable), key, jnp.zeros((), jnp.int32), pool)
+        return LMRunnerState(trainable, make_tx(plan, hp).init(trainable), key, jnp.zeros((), jnp.int32), pool)
 
     state_specs = LMRunnerState(trainable=P(), opt_state=P(), key=P(), update_step=P(),
                                 pool=P() if plan.pool_size else None)
@@ -123,9 +125,26 @@ def make_train(config, env=None) -> LMTrainer:
         functools.partial(rollout, plan, setup.env, policy), plan)
 
 
-def make_tx(hp: LMHParams) -> optax.GradientTransformation:
-    """Adam on the adapters and value head (and MAPPO critic) only."""
-    return optimizer(hp.lr, hp.max_grad_norm)
+def make_tx(plan: Plan, hp: LMHParams) -> optax.GradientTransformation:
+    """Adam on the adapters and value head (and MAPPO critic) only; lr constant or falling linearly to 0.
+
+    With `critic.lr` the critic (central critic or value heads) has its own Adam, lr and gradient clip: a critic
+    that starts far from the returns (tens, from 0) need not wait on a step size chosen for the policy."""
+    steps_per_update = plan.update_epochs * plan.num_minibatches
+
+    def adam(lr):
+        return optimizer(linear_decay(lr, steps_per_update, plan.num_updates, True) if plan.anneal_lr else lr,
+                         hp.max_grad_norm)
+
+    if not plan.critic_lr:
+        return adam(hp.lr)
+    return optax.multi_transform({"policy": adam(hp.lr), "critic": adam(hp.critic_lr)}, _critic_labels)
+
+
+def _critic_labels(trainable) -> dict:
+    """"critic" for the central critic and the value heads, "policy" for the adapters."""
+    return {k: jax.tree.map(lambda _, k=k: "critic" if k in ("critic", "value_head") else "policy", v)
+            for k, v in trainable.items()}
 
 
 def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParams, base,
@@ -156,7 +175,7 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
         adv, ret = lm_seats.loss_view(plan, adv, seats.learns), lm_seats.loss_view(plan, ret, seats.learns)
 
     # 4. epochs of minibatch gradient steps
-    tx = make_tx(hp)
+    tx = make_tx(plan, hp)
 
     def minibatch_step(carry, batch):
         trainable, opt_state = carry
@@ -164,6 +183,7 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
         grads, metrics = minibatch_grads(trainable, plan, policy, base, mb, mb_adv, mb_ret, hp, axis_name, mb_seqs)
         if axis_name is not None:
             grads, metrics = jax.lax.psum((grads, metrics), axis_name)
+        metrics = {**metrics, "grad_norm": optax.tree.norm(grads)}  # before clipping (max_grad_norm)
         updates, opt_state = tx.update(grads, opt_state, trainable)
         return (optax.apply_updates(trainable, updates), opt_state), metrics
 

@@ -1,7 +1,8 @@
 """Who sits where in an LM game: learners, frozen agents, scripted players, opponent-pool snapshots.
 
 Agent slots: with `share_policy` every learning seat uses adapter slot 0 (frozen seats slot 1, run with
-adapters off); otherwise seat a uses slot a. Seats in `frozen_agents` (a judge, an answerer, a fixed
+adapters off); otherwise seat a uses slot a; `adapter_of_agent` names the slot of each seat (roles: tag's
+predators share one adapter, the prey has its own). Seats in `frozen_agents` (a judge, an answerer, a fixed
 opponent) act through the bare base model (adapter scale 0) and never enter a loss.
 
 Opponents inside the same compiled rollout (their rows never enter a loss):
@@ -52,6 +53,14 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
             raise ConfigError(f"config.scripted_agents: {type(env).__name__} has no built-in `opponent_action`")
         if kind not in SCRIPTED_KINDS:
             raise ConfigError(f"config.scripted_agents: agent {i} kind {kind!r}; expected 'random' or 'minimax'")
+    groups = tuple(config.adapter_of_agent)
+    if groups:
+        if len(groups) != a or sorted(set(groups)) != list(range(max(groups) + 1)):
+            raise ConfigError(f"config.adapter_of_agent: {groups} must give each of the {a} agents an adapter "
+                              f"slot, numbered 0, 1, ... without gaps, e.g. {(0,) * (a - 1) + (1,)}")
+        if config.frozen_agents or pool_size:
+            raise ConfigError("config.adapter_of_agent: set either adapter_of_agent or frozen_agents / "
+                              "opponent_pool (they place adapters themselves)")
     if set(scripted) & set(config.frozen_agents):
         raise ConfigError("config.scripted_agents: an agent cannot be both scripted and in frozen_agents")
     if pool_size:
@@ -69,7 +78,9 @@ def seat_layout(config, num_agents: int, scripted: dict[int, str]) -> dict[str, 
     frozen[list(config.frozen_agents)] = True
     is_scripted = np.zeros((num_agents,), bool)
     is_scripted[list(scripted)] = True
-    if config.share_policy:
+    if config.adapter_of_agent:
+        slot_of_agent = np.asarray(config.adapter_of_agent, int)
+    elif config.share_policy:
         slot_of_agent = np.where(frozen, 1 if frozen.any() else 0, 0)
     else:
         slot_of_agent = np.arange(num_agents)

@@ -79,14 +79,15 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
             act = jax.vmap(lambda k, s: env.opponent_action(k, s, kind))(keys, state)
             return act.tokens[:, seat], jnp.arange(m)[None, :] < act.length[:, seat, None], cache
         trainable = None if lora is None else {"lora": lora}
+        valid = jax.vmap(env.candidate_mask)(state)[:, seat]  # [N, K]: the replies legal now (restricted actions)
         if cache is None:
-            sample = jax.vmap(lambda k, t, n: policy.sample(k, base, trainable, t[None], n[None]))(
-                keys, obs.tokens[:, seat], obs.length[:, seat])
+            sample = jax.vmap(lambda k, t, n, v: policy.sample(k, base, trainable, t[None], n[None], valid=v[None]))(
+                keys, obs.tokens[:, seat], obs.length[:, seat], valid)
             return sample.tokens[:, 0], sample.mask[:, 0], None
         length = obs.length[:, seat]
         # per-row keys = the keys above: the same draws as the re-reading path
         sample, part = transcripts.act_rows(policy, keys, base, trainable, obs.tokens[:, seat], length, cache, chunk,
-                                            per_row=False)
+                                            per_row=False, valid=valid)
         moved = jax.vmap(env.active)(state)[:, seat]  # a seat that did not move has read up to its length only
         return sample.tokens, sample.mask, part._replace(seen=jnp.where(moved, part.seen, length))
 

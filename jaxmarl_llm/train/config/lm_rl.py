@@ -54,12 +54,16 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # PPO's critic: "ippo" = a value head on each seat's own adapter trunk; "mappo" = one centralized critic,
     # an MLP (hidden units below) over every seat's transcript summary; "world_state" = that MLP over the env's
     # world state (MPE: positions and velocities, as the MLP job's MAPPO critic) (policies/central_critic.py)
-    c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256})
+    # lr: > 0 gives the critic (or the value heads) its own Adam at this learning rate (0: one Adam, config.lr)
+    c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256, "lr": 0.0})
     # PPO's credit: "turn" = GAE over the seat's turns, every token of a turn gets its turn's advantage;
     # "token" = GAE over generated tokens (turn reward on the turn's last token, a value per token)
     c.credit = "turn"
     c.clip_value = False  # PPO value clipping (by clip_eps) around the values the advantages used
     c.share_policy = True  # one adapter for every learning agent, or one per agent
+    # agent index -> adapter slot, e.g. (0, 0, 0, 1): tag's predators share adapter 0, the prey has adapter 1
+    # (roles on one base); () = share_policy decides
+    c.adapter_of_agent = ()
     c.frozen_agents = ()  # agent indices played by the bare base model and never trained
     # agent index -> the game's built-in player ("random" | "minimax"), e.g. "1:minimax"; never trained
     c.scripted_agents = ""
@@ -76,6 +80,7 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # in turn (same gradient, activation memory / num_microbatches; costs one extra forward)
     c.num_microbatches = 1
     c.lr = 1e-3
+    c.anneal_lr = False  # True: lr falls linearly to 0 over the run's updates (PPO's schedule, as the MLP job)
     c.clip_eps = 0.2
     c.ent_coef = 0.0
     c.vf_coef = 0.5
@@ -119,6 +124,9 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(config.credit == "turn" or (config.algo == "ppo" and config.critic.kind == "ippo"), "credit",
              "token-level credit is PPO with per-seat value heads (algo='ppo', critic.kind='ippo')")
     check_positive_ints(config.critic, ("hidden",), prefix="critic.")
+    _require(isinstance(config.critic.lr, (int, float)) and config.critic.lr >= 0, "critic.lr",
+             f"must be a learning rate > 0, or 0 for the policy's lr, got {config.critic.lr!r}")
+    _require(config.critic.lr == 0 or critic, "critic.lr", f"{config.algo} has no critic to give a learning rate")
     check_mesh(config, "num_envs", per_device=config.group_size, why=lambda n_dev: (
         f"{config.num_envs} must be a multiple of num_devices x group_size = {n_dev} x {config.group_size}"))
     check_one_update(config)
