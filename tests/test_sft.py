@@ -184,11 +184,11 @@ def test_evaluate_counts_successes_turns_and_format_errors():
     env = GuessNumber(split="test", capacity=512, max_action_tokens=12)
     reset = evaluate.enumerate_secrets(env)
     n = int(env.secrets.shape[0])
-    always_512 = lambda key, tokens, length: env.guess_action(jnp.int32(512))  # noqa: E731
+    always_512 = lambda key, tokens, length, valid: env.guess_action(jnp.int32(512))  # noqa: E731
     r = evaluate.evaluate(env, always_512, n, 10, reset=reset)
     assert r["success_rate"] == pytest.approx(float((np.asarray(env.secrets) == 512).mean()))
     assert r["format_error_rate"] == 0.0 and r["mean_turns"] >= 9.9
-    garbage = lambda key, tokens, length: TextAction(jnp.full((1, 12), 5, jnp.int32), jnp.full((1,), 12))  # noqa: E731
+    garbage = lambda key, tokens, length, valid: TextAction(jnp.full((1, 12), 5, jnp.int32), jnp.full((1,), 12))  # noqa: E731
     r = evaluate.evaluate(env, garbage, 8, 10, reset=reset)
     assert r["success_rate"] == 0.0 and r["format_error_rate"] == 1.0
 

@@ -1,6 +1,6 @@
 """Greedy evaluation: play N episodes of any token game with any actor, in one jitted program.
 
-    act = lm_actor(greedy(policy), base, trainable)            # or any act(key, tokens [A, L], length [A])
+    act = lm_actor(greedy(policy), base, trainable)            # or any act(key, tokens [A, L], length [A], valid [A, K])
     env = GuessNumber(tokenizer, split="test", ...)            # held-out secrets
     result = evaluate(env, act, num_episodes=len(env.secrets), num_turns=10, reset=enumerate_secrets(env))
     # {"success_rate", "mean_turns", "mean_turns_solved", "format_error_rate", "episode_return"}

@@ -209,7 +209,7 @@ def policy_script(env, policy: LMPolicy, params, trainable) -> Script:
 
     def step(key, memory, state):
         obs = env.get_obs(state)
-        action = act(key, obs.tokens, obs.length)
+        action = act(key, obs.tokens, obs.length, env.candidate_mask(state))
         return TextAction(*clean_action(action.tokens, action.length, pad, eos)), jnp.ones((a,), bool), memory
 
     return Script(lambda state: jnp.zeros((), jnp.int32), step)
