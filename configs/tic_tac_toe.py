@@ -31,12 +31,21 @@ copies of it. Variants:
     --config.opponent_pool.size=0 --config.scripted_agents=1:random    learn X against the random player
     --config.opponent_pool.size=0 --config.share_policy=False          one adapter per seat, both learn
 Evaluate with experiments/eval.py (win / draw / loss against random, minimax, the base model or a checkpoint).
+
+`configs/tic_tac_toe.py:scratch` learns by RL alone from the random tiny model, no SFT: legal-move candidates
+(`policy.actions="constrained"`: decoding can only spell an empty cell, so every game is played to its end), a
+league (`opponent_pool.random` / `.minimax`: every group of games faces a built-in player, the learner in a
+random seat), PPO with a value head on its own Adam, and the in-graph evaluation every 25 updates (400 greedy
+games against each built-in player, half in each seat: `eval/random_loss`, `eval/minimax_draw` in metrics.csv,
+`eval_curve.png`). What it reaches is in docs/benchmarks.md ("Tic-tac-toe by RL from scratch").
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults
 
 
-def get_config():
+def get_config(variant: str = ""):
+    if variant not in ("", "scratch"):
+        raise ValueError(f"configs/tic_tac_toe.py:{variant}: the variant is 'scratch' (RL from a random model) or none")
     c = lm_rl_defaults()
     c.env_name = "text/tic_tac_toe"
     c.tokenizer = "word"  # the SFT stage's tokenizer: whole words, `X5` one piece
@@ -59,4 +68,12 @@ def get_config():
     c.run.out_dir = "runs/tic_tac_toe"
     c.run.updates_per_chunk = 10
     c.run.checkpoint_every = 2
+    if variant == "scratch":
+        c.policy.actions = "constrained"  # legal moves only: the empty cells are the candidates
+        c.algo, c.group_size = "ppo", 1  # a value per move: credit to the move that lost, not the whole game
+        c.lr, c.critic.lr, c.kl_coef = 1e-2, 1e-2, 0.0
+        c.opponent_pool.update(size=1, random=0.5, minimax=0.5)  # the league: built-in players only
+        c.in_graph_eval.update(every=25, episodes=400)
+        c.total_episodes = 32 * 1000
+        c.run.out_dir = "runs/tic_tac_toe_scratch"
     return c

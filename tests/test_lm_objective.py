@@ -48,7 +48,7 @@ def test_new_algorithm_through_the_registry(monkeypatch):
     c.num_envs, c.group_size, c.num_turns, c.total_episodes, c.lr = 8, 4, 1, 16, 1e-2
     c.mesh.num_devices = 1
     c.algo = "grpo_median"
-    with pytest.raises(ConfigError, match="config.algo: must be ppo, grpo or rloo, got 'grpo_median'"):
+    with pytest.raises(ConfigError, match="config.algo: must be ppo, grpo, rloo or rae, got 'grpo_median'"):
         validate_lm_rl(c)
     monkeypatch.setitem(ALGORITHMS, "grpo_median", Algorithm(median_baseline, lm_objective.clipped_grpo, critic=False))
     validate_lm_rl(c)
@@ -66,3 +66,54 @@ def test_new_algorithm_through_the_registry(monkeypatch):
     returns = np.asarray(turns.reward).sum(0).reshape(-1, c.group_size, 2)
     np.testing.assert_allclose(np.asarray(adv)[0].reshape(-1, c.group_size, 2),
                                returns - np.median(returns, axis=1, keepdims=True), atol=1e-6)
+
+
+def test_rae_baselines_match_a_hand_computed_example():
+    """RAE (algos/rae.py): each role's baseline moves (1 - decay) toward the mean return of the episodes where that
+    role learns; an advantage is the return minus its role's new baseline, 0 where the role does not learn."""
+    returns = jnp.asarray([[1.0, -1.0], [-1.0, 1.0], [0.0, 0.0], [1.0, -1.0]])  # [N, A]
+    reward = jnp.stack([jnp.zeros_like(returns), returns])  # [T=2, N, A]: the return arrives at the last turn
+    learns = jnp.asarray([[True, False], [False, True], [True, False], [False, True]])
+
+    class HP:
+        rae_decay = 0.9
+
+    adv, ret, base = ALGORITHMS["rae"].advantages(reward, None, None, HP, group_size=1, normalize_std=True,
+                                                   state=jnp.asarray([0.5, -0.5]), learns=learns, axis_name=None)
+    # role 0 learns in envs 0, 2 (mean 0.5): 0.9 * 0.5 + 0.1 * 0.5 = 0.5; role 1 in envs 1, 3 (mean 0): -0.45
+    np.testing.assert_allclose(np.asarray(base), [0.5, -0.45], atol=1e-6)
+    want = np.asarray([[0.5, 0.0], [0.0, 1.45], [-0.5, 0.0], [0.0, -0.55]])
+    np.testing.assert_allclose(np.asarray(adv), np.broadcast_to(want, reward.shape), atol=1e-6)
+    assert not np.asarray(ret).any()
+    # a role that does not learn in this batch keeps its baseline
+    _, _, kept = ALGORITHMS["rae"].advantages(reward, None, None, HP, group_size=1, normalize_std=True,
+                                              state=jnp.asarray([0.5, -0.5]), learns=learns.at[:, 1].set(False),
+                                              axis_name=None)
+    np.testing.assert_allclose(np.asarray(kept), [0.5, -0.5], atol=1e-6)
+
+
+def test_rae_trains_without_groups_and_carries_its_baselines():
+    """algo='rae' runs with group_size=1 (GRPO refuses it); the runner state carries the per-role baselines, which
+    after one update equal (1 - rae_decay) x the mean return each role earned in that update's rollout."""
+    c = lm_rl_defaults()
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c.num_envs, c.group_size, c.num_turns, c.total_episodes, c.lr = 8, 1, 1, 16, 1e-2
+    c.mesh.num_devices = 1
+    c.algo = "grpo"
+    with pytest.raises(ConfigError, match="config.group_size: grpo compares the episodes of a group"):
+        validate_lm_rl(c)
+    c.algo = "rae"
+    validate_lm_rl(c)
+    trainer = lm_rl.make_train(c, env=CharClassGame(build_tokenizer(c.tokenizer)))
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    np.testing.assert_array_equal(np.asarray(state.algo_state), [0.0, 0.0])
+    new, metrics = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
+    turns, _, _ = jax.jit(trainer.rollout)(jax.random.split(state.key, 3)[1], trainer.base, state.trainable,
+                                           state.pool, jnp.arange(c.num_envs))
+    mean_return = np.asarray(turns.reward).sum(0).mean(0)  # [A]: both seats learn in every env
+    np.testing.assert_allclose(np.asarray(new.algo_state), (1 - c.rae_decay) * mean_return, rtol=1e-5, atol=1e-6)
+    assert float(metrics["baseline_agent1"]) == pytest.approx(float(new.algo_state[1]))
+    moved = jax.tree.leaves(jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), new.trainable["lora"],
+                                         state.trainable["lora"]))
+    assert max(moved) > 0

@@ -228,3 +228,38 @@ def test_anneal_lr_falls_linearly_to_zero():
         steps.append(-float(updates["w"][0]))
     lr = float(trainer.hparams.lr)
     np.testing.assert_allclose(steps, [lr, lr, .75 * lr, .75 * lr, .5 * lr, .5 * lr, .25 * lr, .25 * lr], rtol=1e-3)
+
+
+@pytest.mark.parametrize("lr,warns", [(1e-3, False), (1.0, True)])
+def test_kl_guard_warns_once_on_a_too_high_learning_rate(tmp_path, capsys, lr, warns):
+    """guard.max_kl_ref: at a sane lr the KL to the reference stays ~0.04 over 6 updates and nothing is said; at
+    lr=1 it is ~0.7 after the first step and the runner warns once, naming the metric, the bound and the update.
+    The reference is scored although kl_coef=0 (the guard asks for it), and the entropy is logged for GRPO."""
+    from jaxmarl_llm.train.runner import run_training
+
+    config = _config("grpo", lr=lr)
+    config.guard.max_kl_ref = 0.3
+    config.total_episodes = 6 * config.num_envs
+    config.run.update(out_dir=str(tmp_path / "run"), updates_per_chunk=3, checkpoint_every=10, progress=False,
+                      tensorboard=False, plot=False)
+    trainer = _make(config)
+    result = run_training(config, trainer, mesh_lib.sharded_chunk, config.num_envs, "episode_return")
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("warning: kl_ref")]
+    assert "entropy" in result["metrics"] and result["metrics"]["entropy"] > 0
+    if warns:
+        assert len(lines) == 1 and "> guard.max_kl_ref=0.3 at update 2:" in lines[0], err
+    else:
+        assert not lines and result["metrics"]["kl_ref"] < 0.3
+
+
+def test_entropy_guard_reads_only_updates_that_trained():
+    """Guard: below min_entropy warns once with the update; an update whose minibatches were all skipped (every
+    advantage 0, `scored` 0) has no entropy to judge."""
+    from jaxmarl_llm.train.runner import Guard
+
+    guard = Guard({"min_entropy": 0.5, "max_kl_ref": 0.0})
+    assert guard.check([{"update": 1, "entropy": 0.0, "scored": 0.0}, {"update": 2, "entropy": 0.9}]) == []
+    said = guard.check([{"update": 3, "entropy": 0.4}, {"update": 4, "entropy": 0.1}])
+    assert len(said) == 1 and "entropy 0.4 < guard.min_entropy=0.5 at update 3" in said[0]
+    assert guard.check([{"update": 5, "entropy": 0.05}]) == []  # once

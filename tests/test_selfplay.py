@@ -127,3 +127,71 @@ def test_pool_self_play_on_eight_devices_matches_one():
         outs.append(jax.device_get((state.trainable, state.pool, metrics)))
     for a, b in zip(jax.tree.leaves(outs[0]), jax.tree.leaves(outs[1])):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
+
+
+TINY_SCRATCH = '''
+from jaxmarl_llm.train.config import lm_rl_defaults
+
+
+def get_config():
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer = "text/tic_tac_toe", "word"
+    c.env_kwargs = {"capacity": 384, "max_action_tokens": 8, "board": "tagged"}
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c.policy.actions = "constrained"
+    c.algo, c.group_size, c.num_envs, c.num_turns, c.total_episodes, c.lr = "rae", 1, 8, 9, 8, 1e-2
+    c.opponent_pool.update(size=1, minimax=1.0)  # a league of one: every learner game is against minimax
+    c.in_graph_eval.update(every=1, episodes=8, opponents=("random",), seed=3)
+    c.mesh.num_devices = 1
+    c.run.update(progress=False, tensorboard=False, plot=False)
+    return c
+'''
+
+
+def test_league_and_in_graph_eval_agree_with_eval_py(tmp_path):
+    """A league whose built-in share is 1: the learner never wins (minimax cannot lose), in both seats. The
+    run's in-graph evaluation after its update equals experiments/eval.py on the saved checkpoint, same seed."""
+    from jaxmarl_llm.train import entry
+    from jaxmarl_llm.train.cli import load_config_file
+    from jaxmarl_llm.train.metrics_log import read_csv
+
+    path = tmp_path / "tiny_scratch.py"
+    path.write_text(TINY_SCRATCH)
+    config = load_config_file(str(path))
+    config.run.out_dir = str(tmp_path / "run")
+    result = entry.train_from_config(config)
+    row = read_csv(os.path.join(result["out_dir"], "metrics.csv"))[-1]
+    assert float(row["won_rate"]) == 0.0 and float(row["episode_turns"]) >= 5  # legal moves only: no game ends early
+    assert float(row["return_agent0"]) <= 0.0 and float(row["return_agent1"]) <= 0.0
+    args = [sys.executable, os.path.join(ROOT, "experiments", "eval.py"), f"--config={path}", "--opponent=random",
+            "--episodes=8", "--seed=3", "--transcripts=0", f"--checkpoint={result['out_dir']}"]
+    env = {**os.environ, "XLA_FLAGS": "", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    overall = dict(kv.split() for kv in out.stdout.split("overall: ")[1].split(" (")[0].split(", "))
+    for name in ("win", "draw", "loss"):
+        assert float(overall[name]) == pytest.approx(float(row[f"eval/random_{name}"]), abs=1e-3), (name, out.stdout)
+    for seat in (0, 1):
+        line = [ln for ln in out.stdout.splitlines() if ln.startswith(f"seat {seat}")][0]
+        assert f"loss {float(row[f'eval/random_seat{seat}_loss']):.3f}" in line, line
+
+
+def test_league_shares_are_drawn_per_group():
+    """opponent_pool.random / .minimax: about that share of groups face each built-in player, the rest a snapshot;
+    every env of a group faces the same one."""
+    from jaxmarl_llm.train import lm_seats
+
+    trainer = lm_rl.make_train(_config(num_envs=8, group_size=2, algo="grpo",
+                                       opponent_pool={"size": 2, "random": 0.25, "minimax": 0.5}))
+    plan = trainer.plan
+    assert plan.league == (("random", 0.25), ("minimax", 0.5))
+    kinds = np.asarray(lm_seats.league_opponents(plan, jax.random.PRNGKey(0), np.arange(20000)))
+    np.testing.assert_allclose(np.bincount(kinds, minlength=3) / kinds.size, [0.25, 0.25, 0.5], atol=0.015)
+    seats = lm_seats.draw_seats(plan, jax.random.PRNGKey(1), np.arange(8))
+    builtin = np.asarray(seats.builtin).reshape(4, 2)
+    assert (builtin[:, 0] == builtin[:, 1]).all()
+    with pytest.raises(ConfigError, match="config.opponent_pool.random"):
+        _config(opponent_pool={"size": 2, "random": 0.75, "minimax": 0.5})
+    with pytest.raises(ConfigError, match="config.opponent_pool.minimax"):
+        _config(opponent_pool={"size": 0, "minimax": 0.5})

@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxmarl_llm.algos import grpo, kl, rloo
+from jaxmarl_llm.algos import grpo, kl, rae, rloo
 from jaxmarl_llm.algos.gae import own_turn_gae
 from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss, shard_mean
 from jaxmarl_llm.algos.token_credit import own_turn_token_gae
@@ -32,6 +32,10 @@ class Algorithm(NamedTuple):
     #   -> (loss, metrics)
     policy_loss: Callable
     critic: bool  # learns a value: its loss joins the policy loss (PPO); group baselines need none
+    groups: bool = True  # compares the episodes of a group (group_size >= 2): GRPO, RLOO
+    # stateful estimators (RAE's running baselines): init_state(num_agents) -> state; `advantages` then also
+    # takes state=, learns= [N, A] bool, axis_name= and returns (advantage, value target, new state)
+    init_state: Callable | None = None
 
 
 # ---- advantages ---------------------------------------------------------------------------------------
@@ -61,6 +65,14 @@ def leave_one_out(reward, value, acted, hp, *, group_size: int, normalize_std: b
     """RLOO: the episode return minus the mean of the other episodes of its group."""
     del value, acted, hp, normalize_std
     return _per_episode(rloo.rloo_advantages, reward, group_size)
+
+
+def role_baselines(reward, value, acted, hp, *, group_size: int, normalize_std: bool, state, learns, axis_name):
+    """RAE: the episode return minus a running mean of its role's returns (algos/rae.py); state = baselines [A]."""
+    del value, acted, group_size, normalize_std
+    adv, state = rae.role_advantages(reward.sum(0), learns, state, hp.rae_decay, axis_name)  # [N, A]
+    adv = jnp.broadcast_to(adv[None], reward.shape)
+    return adv, jnp.zeros_like(adv), state
 
 
 def token_advantages(reward, token_value, token_mask, hp):
@@ -94,9 +106,10 @@ def reinforce(logprob, old_logprob, token_adv, token_mask, entropy, hp, *, aggre
 
 
 ALGORITHMS: dict[str, Algorithm] = {
-    "ppo": Algorithm(turn_gae, clipped_ppo, critic=True),
+    "ppo": Algorithm(turn_gae, clipped_ppo, critic=True, groups=False),
     "grpo": Algorithm(group_normalized, clipped_grpo, critic=False),
     "rloo": Algorithm(leave_one_out, reinforce, critic=False),
+    "rae": Algorithm(role_baselines, clipped_grpo, critic=False, groups=False, init_state=rae.init_baselines),
 }
 
 
@@ -123,6 +136,8 @@ def lm_loss(algo: Algorithm, s: Scored, hp, *, aggregation: str, kl_estimator: s
     token_adv = s.adv if s.adv.ndim == s.logprob.ndim else jnp.broadcast_to(s.adv[..., None], s.logprob.shape)
     loss, metrics = algo.policy_loss(s.logprob, s.old_logprob, token_adv, s.token_mask, s.entropy, hp,
                                      aggregation=aggregation, axis_name=axis_name)
+    if "entropy" not in metrics:  # logged for every algorithm: a falling entropy precedes a collapse
+        metrics = {**metrics, "entropy": shard_mean(jax.lax.stop_gradient(s.entropy), s.token_mask, axis_name)}
     if algo.critic:
         err = jnp.square(s.value - s.ret)
         if clip_value:  # PPO's value clipping around the values the advantages were computed with

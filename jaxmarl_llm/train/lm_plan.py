@@ -26,6 +26,7 @@ class LMHParams(NamedTuple):
     gae_lambda: jax.Array
     max_grad_norm: jax.Array
     critic_lr: jax.Array  # the critic's (value head's) own lr when `Plan.critic_lr`; config.critic.lr
+    rae_decay: jax.Array  # RAE: decay of the per-role running mean returns
 
     @classmethod
     def from_config(cls, config) -> "LMHParams":
@@ -58,6 +59,7 @@ class Plan:
     scripted: tuple[tuple[int, str], ...]  # (seat, "random" | "minimax"): the game's built-in player
     pool_size: int  # P opponent snapshots (0: no self-play pool)
     refresh_every: int
+    league: tuple[tuple[str, float], ...]  # pool groups facing a built-in player instead of a snapshot: (kind, share)
     # rollout and scoring
     incremental: bool  # KV cache kept across turns; an episode scored in one forward
     movers: int  # LM rows computed per env and turn (1 in turn-based games)
@@ -78,6 +80,12 @@ class Plan:
     anneal_lr: bool = False
     num_updates: int = 1
     critic_lr: bool = False  # the critic / value head steps with its own Adam and lr (hp.critic_lr)
+    # in-graph evaluation: every `eval_every` updates (and after the first) greedy games against the game's
+    # built-in players (0 = off); train/play.py `versus_builtins`
+    eval_every: int = 0
+    eval_episodes: int = 0
+    eval_opponents: tuple[str, ...] = ()
+    eval_seed: int = 0
 
     @property
     def num_lm(self) -> int:

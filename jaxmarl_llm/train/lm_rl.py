@@ -35,7 +35,7 @@ from jax.sharding import PartitionSpec as P
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, token_advantages
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.train import lm_seats
+from jaxmarl_llm.train import lm_seats, play
 from jaxmarl_llm.train.errors import ConfigError
 from jaxmarl_llm.train.lm_plan import LMHParams, Plan
 from jaxmarl_llm.train.lm_rollout import episode_metrics, rollout
@@ -52,6 +52,7 @@ class LMRunnerState:
     key: jax.Array
     update_step: jax.Array
     pool: Any = None  # opponent snapshots: lora leaves [P, ...] (None without a pool)
+    algo_state: Any = None  # a stateful estimator's state (RAE: per-role baselines [A]); None for the others
 
 
 class LMTrainer(NamedTuple):
@@ -92,10 +93,13 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         min_score_width=config.rollout.min_score_width, central=config.critic.kind in ("mappo", "world_state"),
         world_critic=_world_size(env) if config.critic.kind == "world_state" else 0,
         critic_hidden=config.critic.hidden, token_credit=config.algo == "ppo" and config.credit == "token",
-        clip_value=bool(config.clip_value), use_kl=float(config.kl_coef) != 0.0, kl_estimator=config.kl_estimator,
+        clip_value=bool(config.clip_value), kl_estimator=config.kl_estimator,
+        use_kl=float(config.kl_coef) != 0.0 or float(config.guard.max_kl_ref) > 0,  # the KL guard reads kl_ref
         grpo_normalize_std=bool(config.grpo_normalize_std), grpo_aggregation=config.grpo_aggregation,
         anneal_lr=bool(config.anneal_lr), num_updates=max(int(config.total_episodes // config.num_envs), 1),
         critic_lr=float(config.critic.lr) > 0.0,
+        eval_every=int(config.in_graph_eval.every), eval_episodes=int(config.in_graph_eval.episodes),
+        eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
     )
     _check_minibatches(plan)
     return plan
@@ -114,10 +118,14 @@ def make_train(config, env=None) -> LMTrainer:
                 jax.random.fold_in(k_init, 7), plan.num_agents, plan.world_critic or policy.cfg.hidden_size,
                 plan.critic_hidden, per_seat=not plan.world_critic)
         pool = lm_seats.init_pool(plan, trainable["lora"])
-        return LMRunnerState(trainable, make_tx(plan, hp).init(trainable), key, jnp.zeros((), jnp.int32), pool)
+        init_state = ALGORITHMS[plan.algo].init_state
+        algo_state = None if init_state is None else init_state(plan.num_agents)
+        return LMRunnerState(trainable, make_tx(plan, hp).init(trainable), key, jnp.zeros((), jnp.int32), pool,
+                             algo_state)
 
+    stateful = ALGORITHMS[plan.algo].init_state is not None
     state_specs = LMRunnerState(trainable=P(), opt_state=P(), key=P(), update_step=P(),
-                                pool=P() if plan.pool_size else None)
+                                pool=P() if plan.pool_size else None, algo_state=P() if stateful else None)
     return LMTrainer(
         setup.env, config, LMHParams.from_config(config), policy, setup.base, init,
         functools.partial(update, plan, setup.env, policy), state_specs, int(config.total_episodes // plan.num_envs),
@@ -164,14 +172,18 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
     seqs = episode_seqs(plan, final_tokens, train_turns, seats.learns) if plan.incremental else None  # [N, A_l, W]
 
     # 3. advantages [T, N, A_l] (token credit: [T, N, A_l, M]) and value targets
+    algo_state = state.algo_state
     if plan.token_credit:
         values = token_values(plan, policy, base, state.trainable, train_turns, seqs)
         adv, ret = token_advantages(train_turns.reward, values, train_turns.token_mask(), hp)
         train_turns = train_turns._replace(value=values)  # what value clipping clips around
     else:
-        adv, ret = ALGORITHMS[plan.algo].advantages(turns.reward, turns.value, turns.acted, hp,
-                                                    group_size=plan.group_size,
-                                                    normalize_std=plan.grpo_normalize_std)
+        algo, algo_kw = ALGORITHMS[plan.algo], dict(group_size=plan.group_size, normalize_std=plan.grpo_normalize_std)
+        if algo.init_state is None:
+            adv, ret = algo.advantages(turns.reward, turns.value, turns.acted, hp, **algo_kw)
+        else:
+            adv, ret, algo_state = algo.advantages(turns.reward, turns.value, turns.acted, hp, **algo_kw,
+                                                   state=state.algo_state, learns=seats.learns, axis_name=axis_name)
         adv, ret = lm_seats.loss_view(plan, adv, seats.learns), lm_seats.loss_view(plan, ret, seats.learns)
 
     # 4. epochs of minibatch gradient steps
@@ -202,10 +214,48 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
     (trainable, opt_state), loss_metrics = jax.lax.scan(
         epoch, (state.trainable, state.opt_state), jax.random.split(k_epochs, plan.update_epochs))
     metrics = {k: v.mean() for k, v in loss_metrics.items()}
+    if "scored" in loss_metrics:  # minibatches with all-zero advantages were skipped: entropy over those that ran
+        ran = loss_metrics.pop("scored")
+        metrics["entropy"] = (loss_metrics["entropy"] * ran).sum() / jnp.maximum(ran.sum(), 1.0)
+        metrics["scored"] = ran.mean()
+    metrics["zero_advantage_share"] = zero_advantage_share(adv, train_turns.acts, axis_name)
     metrics.update(episode_metrics(turns, seats.learns, axis_name))
+    if plan.algo == "rae":  # each role's running mean return
+        metrics.update({f"baseline_agent{a}": algo_state[a] for a in range(plan.num_agents)})
     step = state.update_step + 1
+    if plan.eval_every:
+        metrics.update(in_graph_eval(plan, env, policy, base, trainable, step))
     pool = lm_seats.refresh_pool(plan, state.pool, trainable["lora"], step)
-    return LMRunnerState(trainable, opt_state, key, step, pool), metrics
+    return LMRunnerState(trainable, opt_state, key, step, pool, algo_state), metrics
+
+
+def zero_advantage_share(adv: jax.Array, acts: jax.Array, axis_name: str | None) -> jax.Array:
+    """The share of learner episodes whose every advantage is 0 (a GRPO group of equal returns): they teach
+    nothing, and a share that climbs toward 1 is a run that stopped learning. adv [T, N, A_l(, M)], acts [T, N, A_l]."""
+    signal = jnp.abs(adv).reshape(acts.shape + (-1,)).sum(-1) * acts  # [T, N, A_l]
+    played = acts.any(0)  # [N, A_l]
+    zero = played & (signal.sum(0) == 0)
+    counts = jnp.stack([zero.sum(), played.sum()]).astype(jnp.float32)
+    if axis_name is not None:
+        counts = jax.lax.psum(counts, axis_name)
+    return counts[0] / jnp.maximum(counts[1], 1.0)
+
+
+def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.Array) -> dict[str, jax.Array]:
+    """{"eval/<opponent>_<win|draw|loss>", per seat too}: greedy games of the updated adapters against the game's
+    built-in players after update 1 and every `plan.eval_every` updates; NaN (not played) in between. Each seat
+    plays with its own adapter slot (frozen seats: the bare base). Every device plays the same games."""
+    versus = play.versus_builtins(env, policy, plan.num_turns, plan.eval_opponents, plan.eval_episodes, plan.eval_seed)
+    seat_loras = tuple(None if plan.agent_scale[a] == 0.0 else jax.tree.map(lambda x, s=s: x[s], trainable["lora"])
+                       for a, s in enumerate(plan.slot_of_agent))
+
+    def games():
+        return {f"eval/{k}": v for k, v in versus(base, seat_loras).items()}
+
+    def skipped():
+        return jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(games))
+
+    return jax.lax.cond((step % plan.eval_every == 0) | (step == 1), games, skipped)
 
 
 def _episode_minibatches(tree, order: jax.Array, num_minibatches: int):

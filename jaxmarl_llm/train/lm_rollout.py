@@ -57,6 +57,12 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
             scr = jax.vmap(lambda k, st: env.opponent_action(k, st, kind))(k_opp, env_state)  # [n, A, M]
             tokens = tokens.at[:, seat].set(scr.tokens[:, seat])
             mask = mask.at[:, seat].set(jnp.arange(m)[None, :] < scr.length[:, seat, None])
+        for i, (kind, _) in enumerate(plan.league):  # league groups: a built-in player replaces the snapshot
+            k_opp = per_env(jax.random.fold_in(k_act, 2_000_003 + i))
+            scr = jax.vmap(lambda k, st: env.opponent_action(k, st, kind))(k_opp, env_state)  # [n, A, M]
+            use = ((seats.builtin == i + 1)[:, None] & ~seats.learns)[..., None]  # [n, A, 1]
+            tokens = jnp.where(use, scr.tokens, tokens)
+            mask = jnp.where(use, jnp.arange(m) < scr.length[..., None], mask)
         mask = mask & active[..., None]  # an inactive seat's sample is never played nor scored
         if plan.world_critic:  # the critic reads the env's world state (centralized training)
             critic_obs = central_critic.world_inputs(jax.vmap(env.world_state)(env_state), a)

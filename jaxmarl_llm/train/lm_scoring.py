@@ -208,14 +208,25 @@ def minibatch_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, ad
     branches = [lambda w=w: grad_at(w) for w in plan.widths]
     if not ALGORITHMS[plan.algo].critic and not plan.use_kl:
         # group baselines without KL: a minibatch whose advantages are all 0 (every group tied) has an
-        # exactly zero gradient, so skip its forward/backward (the optimizer still steps on zeros)
+        # exactly zero gradient, so skip its forward/backward (the optimizer still steps on zeros);
+        # metrics["scored"] says which minibatches ran (the entropy is averaged over those)
         signal = jnp.any((adv != 0) & mb.acts)
         if axis_name is not None:
             signal = jax.lax.pmax(signal.astype(jnp.int32), axis_name) > 0
+        def scored_at(width):
+            grads, metrics = grad_at(width)
+            return grads, {**metrics, "scored": jnp.float32(1.0) / _devices(axis_name)}  # the update's psum: 1
+
+        branches = [lambda w=w: scored_at(w) for w in plan.widths]
         shapes = jax.eval_shape(branches[0])
         branches.append(lambda: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes))
         branch = jnp.where(signal, branch, len(plan.widths))
     return jax.lax.switch(branch, branches)
+
+
+def _devices(axis_name: str | None):
+    """Devices on the mesh axis (1 without one): a per-device constant that the update's psum adds back to 1."""
+    return 1.0 if axis_name is None else jax.lax.psum(1.0, axis_name)
 
 
 def token_values(plan: Plan, policy: LMPolicy, base, trainable, turns: Turns, seqs) -> jax.Array:

@@ -63,6 +63,10 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
                               "opponent_pool (they place adapters themselves)")
     if set(scripted) & set(config.frozen_agents):
         raise ConfigError("config.scripted_agents: an agent cannot be both scripted and in frozen_agents")
+    league = any(config.opponent_pool[kind] for kind in SCRIPTED_KINDS)
+    if (league or config.in_graph_eval.every) and not hasattr(env, "opponent_action"):
+        key = "opponent_pool.random" if league else "in_graph_eval.every"
+        raise ConfigError(f"config.{key}: {type(env).__name__} has no built-in players (`opponent_action`)")
     if pool_size:
         if a != 2 or scripted or config.frozen_agents or not config.share_policy:
             raise ConfigError("config.opponent_pool: self-play with a pool needs a two-seat game, share_policy=True, "
@@ -95,6 +99,8 @@ def seat_layout(config, num_agents: int, scripted: dict[int, str]) -> dict[str, 
         scripted=tuple(sorted(scripted.items())),
         pool_size=pool_size,
         refresh_every=int(config.opponent_pool.refresh_every),
+        league=tuple((kind, float(config.opponent_pool[kind])) for kind in SCRIPTED_KINDS
+                     if config.opponent_pool[kind] > 0),
     )
 
 
@@ -104,6 +110,7 @@ class Seats(NamedTuple):
     learns: jax.Array  # [N, A] bool: the seat's tokens enter the loss
     pick: jax.Array  # [N, A] int32: adapter row in concat(learner slots [S], pool [P])
     scale: jax.Array  # [N, A] float32: 0 = bare base model
+    builtin: jax.Array  # [N] int32: 0 = the opponent is an LM; i > 0 = the built-in player plan.league[i - 1]
 
 
 def draw_seats(plan: Plan, key: jax.Array, env_ids: jax.Array) -> Seats:
@@ -111,14 +118,25 @@ def draw_seats(plan: Plan, key: jax.Array, env_ids: jax.Array) -> Seats:
     n, a = env_ids.shape[0], plan.num_agents
     if not plan.pool_size:
         return Seats(jnp.broadcast_to(jnp.asarray(np.asarray(plan.learns)), (n, a)),
-                     jnp.broadcast_to(plan.slots(), (n, a)), jnp.broadcast_to(plan.scale(), (n, a)))
+                     jnp.broadcast_to(plan.slots(), (n, a)), jnp.broadcast_to(plan.scale(), (n, a)),
+                     jnp.zeros((n,), jnp.int32))
     gid = env_ids // plan.group_size
     k_seat, k_snap = jax.random.split(key)
     seat = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_seat, g), (), 0, a))(gid)
     snap = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_snap, g), (), 0, plan.pool_size))(gid)
     learns = jnp.arange(a)[None, :] == seat[:, None]  # [N, A]
     pick = jnp.where(learns, 0, plan.num_slots + snap[:, None]).astype(jnp.int32)
-    return Seats(learns, pick, jnp.ones((n, a), jnp.float32))
+    return Seats(learns, pick, jnp.ones((n, a), jnp.float32), league_opponents(plan, key, gid))
+
+
+def league_opponents(plan: Plan, key: jax.Array, gid: jax.Array) -> jax.Array:
+    """[N] int32 per env from its group id: 0 = a snapshot, i = the built-in player plan.league[i - 1]."""
+    if not plan.league:
+        return jnp.zeros(gid.shape, jnp.int32)
+    u = jax.vmap(lambda g: jax.random.uniform(jax.random.fold_in(jax.random.fold_in(key, 0x1EA6), g)))(gid)
+    edges = jnp.cumsum(jnp.asarray([share for _, share in plan.league]))  # [K]
+    kind = jnp.sum(u[:, None] >= edges[None, :], axis=-1)  # index of the first edge above u (K = none)
+    return jnp.where(kind < len(plan.league), kind + 1, 0).astype(jnp.int32)
 
 
 def per_agent(plan: Plan, trainable, agents: tuple[int, ...]):

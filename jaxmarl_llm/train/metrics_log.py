@@ -56,7 +56,7 @@ class MetricsLog:
             for row in rows:
                 step = int(row["env_steps"])
                 for name, value in row.items():
-                    if name not in ("update", "env_steps"):
+                    if name not in ("update", "env_steps") and value == value:  # NaN: not measured this update
                         self.tb.add_scalar(name, float(value), step)
 
     def close(self) -> None:

@@ -123,13 +123,49 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
     return match
 
 
-def summarize(outcomes: Outcomes, seat: int) -> dict[str, float]:
-    """Rates for the player in `seat`: win / draw / loss (a loss includes its own illegal moves), illegal, the
-    opponent's forfeit (an illegal move by another seat: the game ends without a winner), success."""
-    o = jax.tree.map(np.asarray, outcomes)
-    won, draw, illegal = o.won[:, seat], o.draw[:, seat], o.illegal[:, seat]
-    ret = o.ret[:, seat]
+def outcome_rates(outcomes: Outcomes, seat: int) -> dict[str, jax.Array]:
+    """Rates for the player in `seat` (jittable): win / draw / loss (a loss includes its own illegal moves), illegal,
+    the opponent's forfeit (an illegal move by another seat: the game ends without a winner), success."""
+    won, draw, illegal = outcomes.won[:, seat], outcomes.draw[:, seat], outcomes.illegal[:, seat]
+    ret = outcomes.ret[:, seat]
     lost = ~won & ~draw & (ret < 0)
-    return {"episodes": float(ret.shape[0]), "win": won.mean(), "draw": draw.mean(), "loss": lost.mean(),
-            "illegal": illegal.mean(), "forfeit": (o.illegal.any(-1) & ~illegal).mean(),
-            "format_error": o.format_error[:, seat].mean(), "success": (ret > 0).mean(), "mean_return": ret.mean()}
+    rate = lambda x: jnp.mean(x.astype(jnp.float32))  # noqa: E731
+    return {"win": rate(won), "draw": rate(draw), "loss": rate(lost), "illegal": rate(illegal),
+            "forfeit": rate(outcomes.illegal.any(-1) & ~illegal), "format_error": rate(outcomes.format_error[:, seat]),
+            "success": rate(ret > 0), "mean_return": jnp.mean(ret)}
+
+
+def summarize(outcomes: Outcomes, seat: int) -> dict[str, float]:
+    """`outcome_rates` as Python floats, with the episode count."""
+    return {"episodes": float(outcomes.ret.shape[0]),
+            **{k: float(v) for k, v in outcome_rates(jax.tree.map(jnp.asarray, outcomes), seat).items()}}
+
+
+def versus_builtins(env, policy: LMPolicy, num_turns: int, opponents: tuple[str, ...], episodes: int, seed: int = 0,
+                    chunk: int = 64):
+    """fn(base, seat_loras) -> {"<opp>_<win|draw|loss>", "<opp>_seat<s>_<win|draw|loss>": []}, jittable.
+
+    Greedy games of the LM (seat s acting with adapter `seat_loras[s]`, no slot axis; None = the bare base)
+    against each of the game's built-in players, half of `episodes` in each seat: the games that
+    `experiments/eval.py --opponent=<opp> --episodes=<episodes> --seed=<seed>` plays (seat s's episodes start
+    from `fold_in(PRNGKey(seed), s)`), so a run's own curve and eval.py agree."""
+    greedy = with_temperature(policy, 0.0)
+    per_seat = episodes // 2
+    seats = range(env.num_agents)
+    matches = {(opp, seat): make_match(env, greedy, tuple("lm" if s == seat else opp for s in seats), num_turns,
+                                       chunk=chunk) for opp in opponents for seat in seats}
+    key = jax.random.PRNGKey(seed)
+
+    def evaluate(base, seat_loras: tuple) -> dict[str, jax.Array]:
+        out = {}
+        for opp in opponents:
+            for seat in seats:
+                players = tuple(seat_loras[seat] if s == seat else None for s in seats)
+                _, outcomes = matches[opp, seat](jax.random.fold_in(key, seat), base, players, per_seat)
+                rates = outcome_rates(outcomes, seat)
+                for name in ("win", "draw", "loss"):
+                    out[f"{opp}_seat{seat}_{name}"] = rates[name]
+                    out[f"{opp}_{name}"] = out.get(f"{opp}_{name}", 0.0) + rates[name] / len(seats)
+        return out
+
+    return evaluate

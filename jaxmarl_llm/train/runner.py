@@ -13,6 +13,7 @@ trainer with the small interface below can use it:
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any, Callable
 
@@ -50,6 +51,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             print(f"no checkpoint in {out_dir}; starting from update 0")
     log = MetricsLog(out_dir, tensorboard=config.run.tensorboard, resume_from_update=start if start else None)
 
+    guard = Guard(config.get("guard"))
     per_chunk = config.run.updates_per_chunk
     compiled: dict[int, Callable] = {}
     bar = _progress(config, trainer.num_updates, start)
@@ -73,6 +75,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             update += k
             chunks_done += 1
             log.write(rows)
+            guard.check(rows)
             last = rows[-1]
             if bar is not None:
                 bar.update(k)
@@ -90,7 +93,50 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
         rows = read_csv(log.path)
         xs = [float(r["env_steps"]) for r in rows]
         plot_curves({headline: (xs, [float(r[headline]) for r in rows])}, os.path.join(out_dir, "learning_curve.png"), headline)
+        evals = {name: _played(rows, name) for name in rows[-1] if name.startswith(EVAL_PREFIX) and "_seat" not in name}
+        if evals:  # in-graph evaluation: only the updates that played it
+            plot_curves(evals, os.path.join(out_dir, "eval_curve.png"), "rate (greedy games)")
     return {"state": state, "metrics": last, "out_dir": out_dir}
+
+
+class Guard:
+    """Warn once per bound when a metric crosses it: what precedes a collapse (config.guard, 0 = off).
+
+    BOUNDS maps a config key to (metric, -1 for a lower bound / +1 for an upper bound, what to do)."""
+
+    BOUNDS = {
+        "min_entropy": ("entropy", -1, "the policy is becoming deterministic; lower lr or add ent_coef / kl_coef"),
+        "max_kl_ref": ("kl_ref", +1, "the policy is drifting from the reference; lower lr or raise kl_coef"),
+    }
+
+    def __init__(self, bounds=None):
+        self.bounds = {k: float(v) for k, v in (bounds or {}).items() if float(v) > 0}
+        self.warned: set[str] = set()
+
+    def check(self, rows: list[dict[str, float]]) -> list[str]:
+        """Warnings issued for `rows` (printed to stderr)."""
+        said = []
+        for row in rows:
+            for key, bound in self.bounds.items():
+                metric, sign, advice = self.BOUNDS[key]
+                value = row.get(metric)
+                if key in self.warned or value is None or row.get("scored", 1.0) == 0.0:  # no minibatch ran
+                    continue
+                if sign * (value - bound) > 0:
+                    self.warned.add(key)
+                    said.append(f"warning: {metric} {value:.4g} {'<' if sign < 0 else '>'} guard.{key}={bound:g} at "
+                                f"update {int(row['update'])}: {advice} (warned once)")
+        for line in said:
+            print(line, file=sys.stderr, flush=True)
+        return said
+
+
+EVAL_PREFIX = "eval/"  # metrics of the in-graph evaluation: NaN in the rows of updates that did not play it
+
+
+def _played(rows: list[dict[str, str]], name: str) -> tuple[list[float], list[float]]:
+    kept = [r for r in rows if np.isfinite(float(r[name]))]
+    return [float(r["env_steps"]) for r in kept], [float(r[name]) for r in kept]
 
 
 def _progress(config, total: int, start: int):
@@ -102,7 +148,8 @@ def _progress(config, total: int, start: int):
 
 
 def _check_finite(row: dict, update: int) -> None:
-    bad = [k for k, v in row.items() if isinstance(v, float) and not np.isfinite(v) and k != "steps_per_second"]
+    bad = [k for k, v in row.items() if isinstance(v, float) and not np.isfinite(v) and k != "steps_per_second"
+           and not (k.startswith(EVAL_PREFIX) and np.isnan(v))]
     if bad:
         raise FloatingPointError(
             f"non-finite {', '.join(bad)} at update {update}; the last checkpoint is kept: lower lr or "

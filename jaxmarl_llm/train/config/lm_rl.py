@@ -50,7 +50,7 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # transcript every turn (the reference path; envs whose observations are not growing transcripts use it)
     # (the loss forward runs at the narrowest of min_score_width x 1, 2, 4, ... or the capacity that fits)
     c.rollout = ml_collections.ConfigDict({"incremental": True, "chunk": 64, "min_score_width": 128})
-    c.algo = "grpo"  # "ppo" (value head + GAE over turns), "grpo", "rloo"
+    c.algo = "grpo"  # "ppo" (value head + GAE over turns), "grpo", "rloo", "rae" (per-role running baselines)
     # PPO's critic: "ippo" = a value head on each seat's own adapter trunk; "mappo" = one centralized critic,
     # an MLP (hidden units below) over every seat's transcript summary; "world_state" = that MLP over the env's
     # world state (MPE: positions and velocities, as the MLP job's MAPPO critic) (policies/central_critic.py)
@@ -67,8 +67,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.frozen_agents = ()  # agent indices played by the bare base model and never trained
     # agent index -> the game's built-in player ("random" | "minimax"), e.g. "1:minimax"; never trained
     c.scripted_agents = ""
-    # self-play against P frozen snapshots of the learner (0 = off); the oldest is replaced every K updates
-    c.opponent_pool = ml_collections.ConfigDict({"size": 0, "refresh_every": 10})
+    # self-play against P frozen snapshots of the learner (0 = off); the oldest is replaced every K updates.
+    # random / minimax: the share of groups whose opponent is that built-in player instead of a snapshot (a
+    # league: the rest, 1 - random - minimax, face snapshots)
+    c.opponent_pool = ml_collections.ConfigDict({"size": 0, "refresh_every": 10, "random": 0.0, "minimax": 0.0})
     c.seed = 0
     c.num_envs = 16  # episodes per update
     c.group_size = 4  # envs sharing a seed (GRPO/RLOO groups); 1 for PPO
@@ -90,8 +92,18 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.gae_lambda = 0.95
     c.max_grad_norm = 1.0
     c.grpo_normalize_std = True  # False: Dr.GRPO advantages
+    c.rae_decay = 0.95  # RAE: each role's baseline moves (1 - rae_decay) of the way to the batch's mean return
     c.grpo_aggregation = "sequence"  # "token", "sequence", "sequence_sum", "constant" (Dr.GRPO)
     c.eval_episodes = 0  # greedy episodes on the held-out split after training (0 = skip; train/evaluate.py)
+    # greedy games against the game's built-in players inside the compiled update, after update 1 and every
+    # `every` updates (0 = off), half of `episodes` in each seat: metrics eval/<opponent>_<win|draw|loss> (and per
+    # seat), NaN in the rows between; the same games as experiments/eval.py --episodes --seed (train/play.py)
+    c.in_graph_eval = ml_collections.ConfigDict({"every": 0, "episodes": 400, "opponents": ("random", "minimax"),
+                                                 "seed": 0})
+    # stability guards (train/runner.py Guard): warn once, with the update number, when the policy's entropy falls
+    # below min_entropy or its KL to the reference (adapters off) rises above max_kl_ref; 0 = off. max_kl_ref > 0
+    # scores the reference even at kl_coef=0 (one more forward per minibatch)
+    c.guard = ml_collections.ConfigDict({"min_entropy": 0.0, "max_kl_ref": 0.0})
     c.mesh = ml_collections.ConfigDict({"num_devices": 0})
     c.run = ml_collections.ConfigDict(
         {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
@@ -114,8 +126,11 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     check_positive_ints(config, ("num_envs", "num_turns", "update_epochs", "num_minibatches", "num_microbatches",
                                  "group_size", "total_episodes"))
     check_positive_ints(config.rollout, ("chunk", "min_score_width"), prefix="rollout.")
-    critic = ALGORITHMS[config.algo].critic  # group baselines (no critic) compare the episodes of a group
-    _require(critic or config.group_size > 1, "group_size", f"{config.algo} needs groups of at least 2")
+    critic = ALGORITHMS[config.algo].critic
+    _require(not ALGORITHMS[config.algo].groups or config.group_size > 1, "group_size",
+             f"{config.algo} compares the episodes of a group: it needs groups of at least 2")
+    _require(isinstance(config.rae_decay, (int, float)) and 0.0 <= config.rae_decay < 1.0, "rae_decay",
+             f"must be in [0, 1), got {config.rae_decay!r}")
     _require(config.critic.kind in ("ippo", "mappo", "world_state"), "critic.kind",
              f"must be 'ippo', 'mappo' or 'world_state', got {config.critic.kind!r}")
     _require(config.critic.kind == "ippo" or critic, "critic.kind",
@@ -134,6 +149,10 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _check_seats(config)
     _check_actions(config)
     check_eval_episodes(config)
+    _check_in_graph_eval(config)
+    for key in ("min_entropy", "max_kl_ref"):
+        _require(isinstance(config.guard[key], (int, float)) and config.guard[key] >= 0, f"guard.{key}",
+                 f"must be a number >= 0 (0 = off), got {config.guard[key]!r}")
     check_model_checkpoint(config)
 
 
@@ -150,6 +169,25 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
     check_positive_ints(pool, ("refresh_every",), prefix="opponent_pool.")
     _require(pool.size == 0 or config.share_policy, "opponent_pool.size",
              "a snapshot pool is self-play of one shared policy; set share_policy=True")
+    for kind in SCRIPTED_KINDS:
+        share = pool[kind]
+        _require(isinstance(share, (int, float)) and 0.0 <= share <= 1.0, f"opponent_pool.{kind}",
+                 f"must be a share of groups in [0, 1], got {share!r}")
+        _require(share == 0 or pool.size > 0, f"opponent_pool.{kind}",
+                 "built-in opponents mix into a snapshot pool: set opponent_pool.size >= 1 (or use scripted_agents)")
+    _require(sum(pool[kind] for kind in SCRIPTED_KINDS) <= 1.0, "opponent_pool.random",
+             f"opponent_pool.random + opponent_pool.minimax must be at most 1, got {pool.random} + {pool.minimax}")
+
+
+def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:
+    ev = config.in_graph_eval
+    _require(isinstance(ev.every, int) and ev.every >= 0, "in_graph_eval.every",
+             f"must be an integer >= 0 (0 = off), got {ev.every!r}")
+    if ev.every:
+        _require(isinstance(ev.episodes, int) and ev.episodes >= 2 and ev.episodes % 2 == 0, "in_graph_eval.episodes",
+                 f"must be an even number >= 2 (half in each seat), got {ev.episodes!r}")
+        _require(len(ev.opponents) > 0 and all(o in SCRIPTED_KINDS for o in ev.opponents), "in_graph_eval.opponents",
+                 f"must name built-in players among {SCRIPTED_KINDS}, got {tuple(ev.opponents)!r}")
 
 
 def _check_actions(config) -> None:
