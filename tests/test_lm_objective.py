@@ -40,13 +40,19 @@ def median_baseline(reward, value, acted, hp, *, group_size, normalize_std):
     return lm_objective._per_episode(lambda g: g - jnp.median(g, axis=-1, keepdims=True), reward, group_size)
 
 
-def test_new_algorithm_through_the_registry(monkeypatch):
-    """One registry line makes a new estimator a valid `config.algo` that trains; unknown names list the choices."""
+def _tiny_config(group_size: int):
+    """A one-layer model on CharClassGame's one-turn episodes: 8 envs, 2 updates."""
     c = lm_rl_defaults()
     c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
     c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
-    c.num_envs, c.group_size, c.num_turns, c.total_episodes, c.lr = 8, 4, 1, 16, 1e-2
+    c.num_envs, c.group_size, c.num_turns, c.total_episodes, c.lr = 8, group_size, 1, 16, 1e-2
     c.mesh.num_devices = 1
+    return c
+
+
+def test_new_algorithm_through_the_registry(monkeypatch):
+    """One registry line makes a new estimator a valid `config.algo` that trains; unknown names list the choices."""
+    c = _tiny_config(group_size=4)
     c.algo = "grpo_median"
     with pytest.raises(ConfigError, match="config.algo: must be ppo, grpo, rloo or rae, got 'grpo_median'"):
         validate_lm_rl(c)
@@ -95,11 +101,7 @@ def test_rae_baselines_match_a_hand_computed_example():
 def test_rae_trains_without_groups_and_carries_its_baselines():
     """algo='rae' runs with group_size=1 (GRPO refuses it); the runner state carries the per-role baselines, which
     after one update equal (1 - rae_decay) x the mean return each role earned in that update's rollout."""
-    c = lm_rl_defaults()
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
-    c.num_envs, c.group_size, c.num_turns, c.total_episodes, c.lr = 8, 1, 1, 16, 1e-2
-    c.mesh.num_devices = 1
+    c = _tiny_config(group_size=1)
     c.algo = "grpo"
     with pytest.raises(ConfigError, match="config.group_size: grpo compares the episodes of a group"):
         validate_lm_rl(c)

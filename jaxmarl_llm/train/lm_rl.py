@@ -220,7 +220,7 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
         metrics["scored"] = ran.mean()
     metrics["zero_advantage_share"] = zero_advantage_share(adv, train_turns.acts, axis_name)
     metrics.update(episode_metrics(turns, seats.learns, axis_name))
-    if plan.algo == "rae":  # each role's running mean return
+    if algo_state is not None:  # a stateful estimator's per-role state (RAE: each role's running mean return)
         metrics.update({f"baseline_agent{a}": algo_state[a] for a in range(plan.num_agents)})
     step = state.update_step + 1
     if plan.eval_every:

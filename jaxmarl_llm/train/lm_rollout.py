@@ -53,16 +53,13 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
             tokens, mask = tokens.at[:, lm].set(s.tokens), mask.at[:, lm].set(s.mask)
             logprob, value = logprob.at[:, lm].set(s.logprobs), value.at[:, lm].set(s.value)
         for seat, kind in plan.scripted:  # the game's own player; log-prob 0, never in a loss
-            k_opp = per_env(jax.random.fold_in(k_act, 1_000_003 + seat))
-            scr = jax.vmap(lambda k, st: env.opponent_action(k, st, kind))(k_opp, env_state)  # [n, A, M]
-            tokens = tokens.at[:, seat].set(scr.tokens[:, seat])
-            mask = mask.at[:, seat].set(jnp.arange(m)[None, :] < scr.length[:, seat, None])
+            use = jnp.broadcast_to(jnp.arange(a) == seat, (n, a))
+            tokens, mask = builtin_moves(env, kind, per_env(jax.random.fold_in(k_act, 1_000_003 + seat)), env_state,
+                                         use, tokens, mask)
         for i, (kind, _) in enumerate(plan.league):  # league groups: a built-in player replaces the snapshot
-            k_opp = per_env(jax.random.fold_in(k_act, 2_000_003 + i))
-            scr = jax.vmap(lambda k, st: env.opponent_action(k, st, kind))(k_opp, env_state)  # [n, A, M]
-            use = ((seats.builtin == i + 1)[:, None] & ~seats.learns)[..., None]  # [n, A, 1]
-            tokens = jnp.where(use, scr.tokens, tokens)
-            mask = jnp.where(use, jnp.arange(m) < scr.length[..., None], mask)
+            use = (seats.builtin == i + 1)[:, None] & ~seats.learns
+            tokens, mask = builtin_moves(env, kind, per_env(jax.random.fold_in(k_act, 2_000_003 + i)), env_state,
+                                         use, tokens, mask)
         mask = mask & active[..., None]  # an inactive seat's sample is never played nor scored
         if plan.world_critic:  # the critic reads the env's world state (centralized training)
             critic_obs = central_critic.world_inputs(jax.vmap(env.world_state)(env_state), a)
@@ -106,6 +103,14 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
         value = central_critic.critic_apply(trainable["critic"], turns.critic_obs) * turns.acted
         turns = turns._replace(value=value)
     return turns, seats, last_obs.tokens
+
+
+def builtin_moves(env, kind: str, keys: jax.Array, env_state, use: jax.Array, tokens: jax.Array, mask: jax.Array):
+    """The game's built-in player `kind` moves in the seats where use [n, A] is True: tokens / mask [n, A, M]."""
+    scr = jax.vmap(lambda k, st: env.opponent_action(k, st, kind))(keys, env_state)  # [n, A, M]
+    play = use[..., None]
+    return (jnp.where(play, scr.tokens, tokens),
+            jnp.where(play, jnp.arange(tokens.shape[-1]) < scr.length[..., None], mask))
 
 
 def _scaled(adapters, scale):
