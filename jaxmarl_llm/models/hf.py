@@ -142,6 +142,18 @@ def config_to_hf(cfg: ModelConfig) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- tensors
 
 
+def shard_path(folder: str, index: str, name: str, fname: str) -> str:
+    """Where the index's `weight_map[name] = fname` lives: a file inside `folder`. An index may not point outside
+    the folder it came with (`../x.safetensors`, an absolute path); checked by name, so a Hugging Face cache's
+    symlinked shards (inside the snapshot folder, resolving to ../../blobs) still load."""
+    root = os.path.abspath(folder)
+    full = os.path.abspath(os.path.join(root, fname)) if isinstance(fname, str) else root
+    if full == root or os.path.commonpath([full, root]) != root:
+        raise CheckpointError(f"{index}: weight_map entry {name!r} -> {fname!r} is outside the model folder; "
+                              "put the shard in the folder and list it by its file name")
+    return os.path.join(folder, fname)
+
+
 class _Reader:
     """Tensors by name across one or many safetensors files."""
 
@@ -151,7 +163,7 @@ class _Reader:
         if os.path.exists(index):
             with open(index) as f:
                 weight_map = json.load(f)["weight_map"]
-            self.where = {name: os.path.join(path, fname) for name, fname in weight_map.items()}
+            self.where = {name: shard_path(path, index, name, fname) for name, fname in weight_map.items()}
             for fname in sorted(set(self.where.values())):
                 if not os.path.exists(fname):
                     raise FileNotFoundError(f"shard {fname!r} listed in {index!r} does not exist")

@@ -1,17 +1,26 @@
 """Command-line helpers shared by experiments/*.py.
 
 `ml_collections.config_flags` reports an unknown `--config.x=...` override with
-a bare AttributeError deep in flag parsing; `check_overrides` runs first and
-names the key and the valid choices instead.
+a bare AttributeError deep in flag parsing (and an unknown `configs/NAME.py:VARIANT`
+with a traceback); `check_overrides` runs first and names the key, or the file
+and variant, instead. Every such mistake is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import sys
+from typing import NoReturn
 
 import ml_collections
+
+
+def fail(message: str) -> NoReturn:
+    """A command-line mistake: one line on stderr, exit status 2 (as main_guard does for config errors)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def load_config_file(path: str) -> ml_collections.ConfigDict:
@@ -19,9 +28,11 @@ def load_config_file(path: str) -> ml_collections.ConfigDict:
     path, sep, variant = path.partition(":")
     spec = importlib.util.spec_from_file_location("_config_module", path)
     if spec is None or spec.loader is None:
-        raise SystemExit(f"--config: cannot load {path!r}; pass a configs/NAME.py file")
+        fail(f"--config: cannot load {path!r}; pass a configs/NAME.py file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if sep and not inspect.signature(module.get_config).parameters:
+        raise ValueError(f"{path}:{variant}: this config file has no variants; pass --config={path}")
     return module.get_config(variant) if sep else module.get_config()
 
 
@@ -33,7 +44,12 @@ def check_overrides(argv: list[str], flag: str = "config") -> None:
     try:
         config = load_config_file(path)
     except FileNotFoundError:
-        raise SystemExit(f"--{flag}: no such file {path!r}")
+        fail(f"--{flag}: no such file {path!r}")
+    except ValueError as err:
+        if ":" not in path:  # a bug in the config file itself: keep its traceback
+            raise
+        # config modules raise it for an unknown variant (configs/NAME.py:VARIANT); name the file and variant
+        fail(f"--{flag}: {err}" if path in str(err) else f"--{flag}={path}: {err}")
     for arg in argv:
         if not arg.startswith(f"--{flag}."):
             continue
@@ -43,20 +59,21 @@ def check_overrides(argv: list[str], flag: str = "config") -> None:
             if not isinstance(node, (ml_collections.ConfigDict, dict)) or part not in node:
                 valid = ", ".join(sorted(node.keys())) if isinstance(node, (ml_collections.ConfigDict, dict)) else "(none)"
                 where = ".".join([flag, *walked]) if walked else flag
-                raise SystemExit(f"{flag}.{dotted}: unknown key {part!r} in {where}; valid keys: {valid}")
+                fail(f"{flag}.{dotted}: unknown key {part!r} in {where}; valid keys: {valid}")
             node, walked = node[part], [*walked, part]
 
 
 def main_guard(fn):
-    """Run fn(); turn config errors into a one-line message and exit status 2."""
+    """Run fn(); turn config errors and model folders that do not match the config (models/hf.py
+    CheckpointError) into a one-line message and exit status 2."""
+    from jaxmarl_llm.models.hf import CheckpointError
     from jaxmarl_llm.train.config import ConfigError
 
     def wrapped(argv):
         try:
             return fn(argv)
-        except ConfigError as err:
-            print(f"error: {err}", file=sys.stderr)
-            raise SystemExit(2) from None
+        except (ConfigError, CheckpointError) as err:
+            fail(str(err))
 
     return wrapped
 

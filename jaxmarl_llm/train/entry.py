@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.train.mesh import sharded_chunk
-from jaxmarl_llm.train.runner import run_training
+from jaxmarl_llm.train.runner import check_fresh_out_dir, run_training
 from jaxmarl_llm.train.trainers import TRAINERS, TrainerSpec
 
 
@@ -27,6 +27,7 @@ def build(config) -> tuple[Any, Callable, int, str]:
 
 
 def train_from_config(config) -> dict:
+    check_fresh_out_dir(config)  # before building: an occupied run folder is refused in seconds, not after compiling
     trainer, chunk_fn, steps, headline = build(config)
     result = run_training(config, trainer, chunk_fn, steps, headline)
     return after_training(config, trainer, result)

@@ -1,13 +1,15 @@
 """Where metrics go between compiled chunks: CSV, TensorBoard and a learning-curve PNG.
 
 The CSV is the source of truth: a resumed run truncates it to the checkpointed
-update and appends, so a killed-and-resumed run leaves the same file as an
-uninterrupted one.
+update (dropping a row torn by the kill) and appends, so a killed-and-resumed
+run leaves the same file as an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import math
 import os
 from typing import Iterable, Mapping
 
@@ -30,7 +32,7 @@ class MetricsLog:
             self.tb = SummaryWriter(os.path.join(out_dir, "tb"), purge_step=resume_from_update)
 
     def _truncate(self, last_update: int) -> None:
-        rows = read_csv(self.path)
+        rows = read_complete_rows(self.path)
         kept = [r for r in rows if int(float(r["update"])) <= last_update]
         if kept:
             self.fields = list(kept[0].keys())
@@ -67,6 +69,33 @@ class MetricsLog:
 def read_csv(path: str) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def read_complete_rows(path: str) -> list[dict[str, str]]:
+    """The CSV's rows less a torn last one: a kill during a write leaves a partial row (no line end, missing
+    or unparsable fields) that would otherwise survive the resume's truncation and break the plot."""
+    with open(path, newline="") as f:
+        text = f.read()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if rows and (not text.endswith("\n") or is_torn(rows[-1])):
+        rows.pop()
+    return rows
+
+
+def is_torn(row: dict[str | None, str | None]) -> bool:
+    """A row with fewer (restval None) or more (key None) fields than the header, or a value that is no number."""
+    if None in row or None in row.values():
+        return True
+    return not all(_is_number(v) for v in row.values()) or not math.isfinite(float(row.get("update", "nan")))
+
+
+def _is_number(text: str) -> bool:
+    """NaN counts: it is how a row says a metric was not measured that update."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def plot_curves(curves: Mapping[str, tuple[list[float], list[float]]], path: str, ylabel: str, title: str = "") -> str:

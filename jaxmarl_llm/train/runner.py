@@ -13,6 +13,7 @@ trainer with the small interface below can use it:
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from typing import Any, Callable
@@ -22,21 +23,64 @@ import numpy as np
 
 from jaxmarl_llm.train import mesh as mesh_lib
 from jaxmarl_llm.train.checkpoints import Checkpoints
+from jaxmarl_llm.train.config.common import parse_resume
+from jaxmarl_llm.train.errors import ConfigError
 from jaxmarl_llm.train.metrics_log import MetricsLog, plot_curves, read_csv
 
 
+# what a run writes into run.out_dir (an SFT / DPO export, model/ and adapter/, is rewritten at the end)
+RUN_OUTPUTS = ("checkpoints", "metrics.csv", "tb", "learning_curve.png", "eval_curve.png", "eval.json")
+
+
 def resume_dir(config) -> str | None:
-    """The run directory to continue, from `config.resume` ("" = fresh, "True" = run.out_dir, else a path)."""
-    value = str(config.resume).strip()
-    if value in ("", "False", "false", "0", "None"):
+    """The run directory to continue, from `config.resume` (""/False = fresh, True = run.out_dir, else a path)."""
+    resume = parse_resume(config.resume)
+    if resume is False:
         return None
-    return config.run.out_dir if value in ("True", "true", "1") else value
+    return config.run.out_dir if resume is True else resume
+
+
+def holds_checkpoints(out_dir: str) -> bool:
+    """Whether `out_dir` holds an earlier run's checkpoints (a finished, killed or diverged run)."""
+    directory = os.path.join(out_dir, "checkpoints")
+    return os.path.isdir(directory) and bool(os.listdir(directory))
+
+
+def check_fresh_out_dir(config) -> None:
+    """A fresh run must not start in an earlier run's folder: it would delete that run's metrics at once, later
+    collide with its checkpoint steps, and a resume would mix the two runs. Touches no file."""
+    if resume_dir(config) is not None or config.run.overwrite or not holds_checkpoints(config.run.out_dir):
+        return
+    raise ConfigError(
+        f"config.run.out_dir: {config.run.out_dir!r} holds the checkpoints of an earlier run; continue it with "
+        "--config.resume=True, or start fresh in a new --config.run.out_dir or with --config.run.overwrite=True "
+        "(deletes that run's checkpoints and metrics)")
+
+
+def clear_run(out_dir: str) -> list[str]:
+    """run.overwrite=True: delete the earlier run's outputs (only RUN_OUTPUTS, never the folder); returns them."""
+    removed = []
+    for name in RUN_OUTPUTS:
+        path = os.path.join(out_dir, name)
+        if not os.path.lexists(path):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+        removed.append(name)
+    return removed
 
 
 def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, headline: str = "team_return") -> dict[str, Any]:
     """Train to `trainer.num_updates`, resuming when asked; returns the final state and last metrics."""
-    mesh = mesh_lib.make_mesh(config.mesh.num_devices)
+    check_fresh_out_dir(config)
     out_dir = resume_dir(config) or config.run.out_dir
+    if resume_dir(config) is None and config.run.overwrite:  # validation refuses overwrite with resume
+        removed = clear_run(out_dir)
+        if removed:
+            print(f"run.overwrite: deleted {', '.join(removed)} of the earlier run in {out_dir}")
+    mesh = mesh_lib.make_mesh(config.mesh.num_devices)
     hp = trainer.hparams
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(config.seed), hp), mesh, trainer.state_specs)
 

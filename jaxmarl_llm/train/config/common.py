@@ -17,7 +17,8 @@ from jaxmarl_llm.envs import registry
 from jaxmarl_llm.train.errors import ConfigError  # a leaf module: trainers raise it without importing config
 
 __all__ = ["ConfigError", "check_keys", "check_env_name", "check_positive_ints", "check_positive", "check_non_negative",
-           "check_eval_episodes", "check_one_update", "check_mesh", "check_model_checkpoint"]
+           "check_eval_episodes", "check_one_update", "check_mesh", "check_model_checkpoint", "check_run",
+           "parse_resume"]
 
 
 def _require(ok: bool, key: str, message: str) -> None:
@@ -86,3 +87,32 @@ def check_model_checkpoint(config: ml_collections.ConfigDict) -> None:
     if config.model.checkpoint:
         _require(os.path.isdir(config.model.checkpoint), "model.checkpoint",
                  f"{config.model.checkpoint!r} is not a folder; pass a local Hugging Face model folder")
+
+
+_RESUME_FLAGS = {"": False, "false": False, "true": True}  # "" is the defaults' "start fresh"
+
+
+def parse_resume(value: bool | str | None) -> bool | str:
+    """config.resume -> False (fresh), True (continue run.out_dir) or the run directory to continue.
+
+    Only true / false or an existing directory: a typo (`--config.resume=yes`) must not become a new run in ./yes."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip()
+    if text.lower() in _RESUME_FLAGS:
+        return _RESUME_FLAGS[text.lower()]
+    _require(os.path.isdir(text), "resume",
+             f"{value!r} is neither True / False nor an existing run directory; pass --config.resume=True to continue "
+             "run.out_dir, or the path of the run directory to continue")
+    return text
+
+
+def check_run(config: ml_collections.ConfigDict) -> None:
+    """run.*: the chunk, checkpoint cadence and checkpoints kept are counts (0 would divide by zero or keep
+    nothing); resume is readable; overwrite (delete the earlier run) and resume (continue it) exclude each other."""
+    check_positive_ints(config.run, ("updates_per_chunk", "checkpoint_every", "keep_checkpoints"), prefix="run.")
+    _require(isinstance(config.run.overwrite, bool), "run.overwrite",
+             f"must be True or False, got {config.run.overwrite!r}")
+    resume = parse_resume(config.resume)
+    _require(not (config.run.overwrite and resume is not False), "run.overwrite",
+             "overwrite=True deletes the earlier run and starts fresh; it cannot be combined with config.resume")

@@ -9,7 +9,7 @@ import ml_collections
 
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_mesh, check_model_checkpoint, check_non_negative, check_positive,
-                                             check_positive_ints)
+                                             check_positive_ints, check_run)
 from jaxmarl_llm.train.config.lm_rl import lm_rl_defaults
 from jaxmarl_llm.train.scripted import SCRIPTS
 
@@ -101,4 +101,5 @@ def validate_dpo(config: ml_collections.ConfigDict) -> None:
     check_non_negative(config, ("weight_decay", "sft_coef"))
     check_eval_episodes(config)
     check_mesh(config, "batch_size")
+    check_run(config)
     check_model_checkpoint(config)

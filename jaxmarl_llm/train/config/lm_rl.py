@@ -9,8 +9,8 @@ import ml_collections
 
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
-                                             check_mesh, check_model_checkpoint, check_one_update,
-                                             check_positive_ints)
+                                             check_mesh, check_model_checkpoint, check_one_update, check_positive,
+                                             check_positive_ints, check_run)
 from jaxmarl_llm.train.lm_seats import SCRIPTED_KINDS, parse_agent_map
 
 
@@ -105,9 +105,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # scores the reference even at kl_coef=0 (one more forward per minibatch)
     c.guard = ml_collections.ConfigDict({"min_entropy": 0.0, "max_kl_ref": 0.0})
     c.mesh = ml_collections.ConfigDict({"num_devices": 0})
+    # overwrite: True lets a fresh run delete the earlier run's checkpoints and metrics in out_dir (else refused)
     c.run = ml_collections.ConfigDict(
         {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
-         "tensorboard": True, "plot": True, "progress": True}
+         "overwrite": False, "tensorboard": True, "plot": True, "progress": True}
     )
     c.resume = ""
     return c
@@ -139,6 +140,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(config.credit == "turn" or (config.algo == "ppo" and config.critic.kind == "ippo"), "credit",
              "token-level credit is PPO with per-seat value heads (algo='ppo', critic.kind='ippo')")
     check_positive_ints(config.critic, ("hidden",), prefix="critic.")
+    check_positive(config, ("lr",))
     _require(isinstance(config.critic.lr, (int, float)) and config.critic.lr >= 0, "critic.lr",
              f"must be a learning rate > 0, or 0 for the policy's lr, got {config.critic.lr!r}")
     _require(config.critic.lr == 0 or critic, "critic.lr", f"{config.algo} has no critic to give a learning rate")
@@ -153,6 +155,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     for key in ("min_entropy", "max_kl_ref"):
         _require(isinstance(config.guard[key], (int, float)) and config.guard[key] >= 0, f"guard.{key}",
                  f"must be a number >= 0 (0 = off), got {config.guard[key]!r}")
+    check_run(config)
     check_model_checkpoint(config)
 
 

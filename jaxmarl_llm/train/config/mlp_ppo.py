@@ -6,7 +6,7 @@ import ml_collections
 
 from jaxmarl_llm.envs import registry
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_keys, check_mesh,
-                                             check_positive, check_positive_ints)
+                                             check_positive, check_positive_ints, check_run)
 
 
 def mlp_ppo_defaults() -> ml_collections.ConfigDict:
@@ -41,6 +41,7 @@ def mlp_ppo_defaults() -> ml_collections.ConfigDict:
             "updates_per_chunk": 10,  # updates compiled into one call; logging happens between calls
             "checkpoint_every": 5,  # chunks between checkpoints (and always at the end)
             "keep_checkpoints": 2,
+            "overwrite": False,  # True: a fresh run deletes the earlier run's checkpoints and metrics in out_dir
             "tensorboard": True,
             "plot": True,
             "progress": True,
@@ -75,6 +76,6 @@ def validate_mlp_ppo(config: ml_collections.ConfigDict) -> None:
         _require(0.0 <= float(config[key]) <= 1.0, key, f"must be in [0, 1], got {config[key]}")
     _require(len(config.network.hidden) > 0, "network.hidden", "needs at least one hidden layer size")
     _require(config.network.activation in ("tanh", "relu", "gelu"), "network.activation", "must be tanh, relu or gelu")
-    _require(config.run.updates_per_chunk > 0, "run.updates_per_chunk", "must be a positive integer")
+    check_run(config)
     check_mesh(config, "num_envs", why=lambda n_dev: (
         f"{config.num_envs} envs do not split evenly over {n_dev} devices; use a multiple of {n_dev} or set mesh.num_devices"))
