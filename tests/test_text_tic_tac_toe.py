@@ -216,3 +216,30 @@ def test_tagged_board_plays_the_same_game_and_names_every_taken_cell():
     assert grid_steps == tag_steps and grid_steps[-1] == ([1.0, -1.0], True)
     assert tag_text.endswith("\nX1|X2|X3\nO4|O5|6\n7|8|9\nYou win.\n") and grid_text.endswith("\nX|X|X\nO|O|6\n7|8|9\nYou win.\n")
     assert len(envs["tagged"].tokenizer.encode(tag_text)) < 0.7 * len(grid_text)
+
+
+def test_without_history_each_observation_is_the_header_and_the_current_position():
+    """history=False: the same game, each seat's observation rewritten to `You are X.` + board + status (the tail of
+    the full transcript), short enough for a word-sized capacity; a finished game keeps its last observation."""
+    from jaxmarl_llm.train.lm_setup import build_tokenizer
+
+    kw = {"board": "tagged"}
+    word = build_tokenizer("word", "text/tic_tac_toe", kw)  # the header's words are the rules' words
+    full, short = ttt.TicTacToe(word, capacity=384, **kw), ttt.TicTacToe(word, capacity=32, history=False, **kw)
+    assert full.appends_actions and not short.appends_actions
+    key = jax.random.PRNGKey(3)
+    _, sf = full.reset(key)
+    _, ss = short.reset(key)
+    for i in range(10):  # a random game to its end, then one absorbing step
+        a = full.opponent_action(jax.random.fold_in(key, i), sf, "random")
+        rf, rs = full.step(key, sf, a), short.step(key, ss, a)
+        np.testing.assert_array_equal(rf.reward, rs.reward)
+        np.testing.assert_array_equal(rf.terminated, rs.terminated)
+        assert int(rs.obs.length.max()) <= 32 and not bool(rs.state.overflow.any())
+        for seat, mark in enumerate("XO"):
+            tail = word.decode(np.asarray(rf.obs.tokens[seat, : int(rf.obs.length[seat])]).tolist())
+            obs = word.decode(np.asarray(rs.obs.tokens[seat, : int(rs.obs.length[seat])]).tolist())
+            assert obs.startswith(f"You are {mark}.\n") and tail.endswith(obs[len(f"You are {mark}.\n"):])
+            assert obs.count("|") == 6  # one board
+        sf, ss = rf.state, rs.state
+    assert bool(ss.done)

@@ -12,6 +12,14 @@ or one adapter per seat are both just two agent slots to the trainer.
 names its number: what a small from-scratch model reads best, with
 `tokenizer="word"` one id per cell; configs/tic_tac_toe.py uses it).
 
+`history=False` makes each observation the current position only: a one-line
+seat header (`You are X.`), the board and the status line, rewritten every
+move (~20 tokens instead of a transcript of up to 344). A from-scratch model's
+attention then averages over the board, not over the rules text and every
+earlier board, so what it reads depends on the position (configs/tic_tac_toe.py
+`:scratch` uses it). Such observations do not only grow (`appends_actions` is
+False): the trainer re-reads each one, which at this length is cheap.
+
 `opponent_action(key, state, "random" | "minimax")` gives built-in evaluation
 opponents; minimax is exact (a table over every position, solved at import).
 Board pictures for all 3**9 boards are encoded once when the env is built.
@@ -27,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxmarl_llm.envs.text import parsing
+from jaxmarl_llm.envs.text import buffers, parsing
 from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.envs.text.codec import encode_many
@@ -41,6 +49,7 @@ PROMPT = (
     "Tic-tac-toe. Players take turns placing marks; three in a row (across, down or diagonal) wins.\n"
     "You are {mark}. X moves first. On your turn reply 'Move: N' with N the number of an empty cell.\n"
 )
+HEADER = "You are {mark}.\n"  # history=False: the seat, then the current board and status
 STATUS = ("Your move.\n", "Their move.\n", "You win.\n", "You lose.\n", "Draw.\n", "Illegal move. You lose.\n", "They moved illegally.\n")
 YOUR_MOVE, THEIR_MOVE, WIN, LOSS, DRAW, ILLEGAL_YOU, ILLEGAL_THEM = range(7)
 
@@ -164,9 +173,12 @@ class TicTacToeState(TextState):
 class TicTacToe(TextEnv):
 
     max_movers = 1  # turn-based: one seat writes per step
-    def __init__(self, tokenizer=None, capacity: int = 640, max_action_tokens: int = 8, board: str = "grid"):
+    def __init__(self, tokenizer=None, capacity: int = 640, max_action_tokens: int = 8, board: str = "grid",
+                 history: bool = True):
         super().__init__(tokenizer, ("x", "o"), capacity, max_action_tokens)
         self.board_style = board
+        self.history = bool(history)
+        self.appends_actions = self.history  # without history each move rewrites the observation
         # feedback row 2*r + agent: the board (r-th reachable position) after a legal move and that
         # agent's status line; the last two rows: the mover's / the opponent's line after an illegal move.
         boards = reachable_boards()
@@ -181,11 +193,13 @@ class TicTacToe(TextEnv):
         self.action_candidates = self.moves.rows()  # candidate k: cell k
         self.best = jnp.asarray(minimax_table())
         empty = board_picture((0,) * 9, board)
-        prompts = [
-            self.codec.encode(PROMPT.format(mark="X")) + self.codec.encode(empty) + self.codec.encode(STATUS[YOUR_MOVE]),
-            self.codec.encode(PROMPT.format(mark="O")) + self.codec.encode(empty) + self.codec.encode(STATUS[THEIR_MOVE]),
-        ]
+        headers = [self.codec.encode(PROMPT.format(mark=m) if history else HEADER.format(mark=m)) for m in "XO"]
+        prompts = [headers[0] + self.codec.encode(empty) + self.codec.encode(STATUS[YOUR_MOVE]),
+                   headers[1] + self.codec.encode(empty) + self.codec.encode(STATUS[THEIR_MOVE])]
         self._setup(prompts, [self.feedback.width])
+        # history=False: every observation restarts from the seat's header
+        self.header_buf, self.header_length = buffers.init_buffers(headers, self.capacity, self.slack, self.codec.pad_id)
+        self.header_buf = self.header_buf.astype(self.init_buf.dtype)
 
     @property
     def default_params(self) -> TextParams:
@@ -216,7 +230,11 @@ class TicTacToe(TextEnv):
         is_me = seat == me
         row = jnp.where(legal, 2 * self.row_of_code[board_code(board)] + seat, self._illegal_row + jnp.where(is_me, 0, 1))
         reward = jnp.where(~legal, jnp.where(is_me, -2.0, 0.0), jnp.where(won, jnp.where(is_me, 1.0, -1.0), 0.0))
-        new = self._append(state, tokens, length)
+        if self.history:
+            new = self._append(state, tokens, length)
+        else:  # the header again, then the new position (a finished game keeps its last observation)
+            new = state.replace(buf=jnp.where(state.done, state.buf, self.header_buf),
+                                length=jnp.where(state.done, state.length, self.header_length))
         new = self._append_table(new, self.feedback, row)
         terminated = ~legal | won | draw
         mover = 1 - me
