@@ -6,7 +6,8 @@ from typing import Any, Callable
 
 from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.train.mesh import sharded_chunk
-from jaxmarl_llm.train.runner import check_fresh_out_dir, run_training
+from jaxmarl_llm.train.run_identity import check_same_run
+from jaxmarl_llm.train.runner import check_fresh_out_dir, resume_dir, run_training
 from jaxmarl_llm.train.trainers import TRAINERS, TrainerSpec
 
 
@@ -28,6 +29,8 @@ def build(config) -> tuple[Any, Callable, int, str]:
 
 def train_from_config(config) -> dict:
     check_fresh_out_dir(config)  # before building: an occupied run folder is refused in seconds, not after compiling
+    if resume_dir(config) is not None:  # likewise a resume with another config (run_training checks again, and warns)
+        check_same_run(config, resume_dir(config), announce=False)
     trainer, chunk_fn, steps, headline = build(config)
     result = run_training(config, trainer, chunk_fn, steps, headline)
     return after_training(config, trainer, result)

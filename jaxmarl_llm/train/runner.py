@@ -26,10 +26,11 @@ from jaxmarl_llm.train.checkpoints import Checkpoints
 from jaxmarl_llm.train.config.common import parse_resume
 from jaxmarl_llm.train.errors import ConfigError
 from jaxmarl_llm.train.metrics_log import MetricsLog, plot_curves, read_csv
+from jaxmarl_llm.train.run_identity import CONFIG_FILE, check_same_run, run_record, write_run_record
 
 
 # what a run writes into run.out_dir (an SFT / DPO export, model/ and adapter/, is rewritten at the end)
-RUN_OUTPUTS = ("checkpoints", "metrics.csv", "tb", "learning_curve.png", "eval_curve.png", "eval.json")
+RUN_OUTPUTS = ("checkpoints", "metrics.csv", "tb", "learning_curve.png", "eval_curve.png", "eval.json", CONFIG_FILE)
 
 
 def resume_dir(config) -> str | None:
@@ -73,13 +74,19 @@ def clear_run(out_dir: str) -> list[str]:
 
 
 def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, headline: str = "team_return") -> dict[str, Any]:
-    """Train to `trainer.num_updates`, resuming when asked; returns the final state and last metrics."""
+    """Train to `trainer.num_updates`, resuming when asked; returns the final state and last metrics.
+
+    A resume first checks that `config` is the config the run was started with (its config.json, else
+    ConfigError before any file changes); every start (re)writes config.json with the current config."""
     check_fresh_out_dir(config)
     out_dir = resume_dir(config) or config.run.out_dir
-    if resume_dir(config) is None and config.run.overwrite:  # validation refuses overwrite with resume
+    if resume_dir(config) is not None:
+        check_same_run(config, out_dir)
+    elif config.run.overwrite:  # validation refuses overwrite with resume
         removed = clear_run(out_dir)
         if removed:
             print(f"run.overwrite: deleted {', '.join(removed)} of the earlier run in {out_dir}")
+    write_run_record(out_dir, run_record(config))  # what the next resume of this run is compared with
     mesh = mesh_lib.make_mesh(config.mesh.num_devices)
     hp = trainer.hparams
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(config.seed), hp), mesh, trainer.state_specs)

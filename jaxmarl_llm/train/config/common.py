@@ -109,10 +109,13 @@ def parse_resume(value: bool | str | None) -> bool | str:
 
 def check_run(config: ml_collections.ConfigDict) -> None:
     """run.*: the chunk, checkpoint cadence and checkpoints kept are counts (0 would divide by zero or keep
-    nothing); resume is readable; overwrite (delete the earlier run) and resume (continue it) exclude each other."""
+    nothing); resume is readable; overwrite (delete the earlier run) and resume (continue it) exclude each other;
+    resume_force (continue a run whose config.json differs, train/run_identity.py) is a bool."""
     check_positive_ints(config.run, ("updates_per_chunk", "checkpoint_every", "keep_checkpoints"), prefix="run.")
     _require(isinstance(config.run.overwrite, bool), "run.overwrite",
              f"must be True or False, got {config.run.overwrite!r}")
     resume = parse_resume(config.resume)
     _require(not (config.run.overwrite and resume is not False), "run.overwrite",
              "overwrite=True deletes the earlier run and starts fresh; it cannot be combined with config.resume")
+    _require(isinstance(config.get("resume_force", False), bool), "resume_force",
+             f"must be True or False, got {config.get('resume_force')!r}")

@@ -50,6 +50,7 @@ def dpo_defaults() -> ml_collections.ConfigDict:
     c.run = copy.deepcopy(rl.run)
     c.run.out_dir = "runs/dpo"
     c.resume = ""
+    c.resume_force = False  # True: resume even when this config differs from the run's config.json
     return c
 
 

@@ -111,6 +111,7 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
          "overwrite": False, "tensorboard": True, "plot": True, "progress": True}
     )
     c.resume = ""
+    c.resume_force = False  # True: resume even when this config differs from the run's config.json
     return c
 
 

@@ -48,6 +48,7 @@ def mlp_ppo_defaults() -> ml_collections.ConfigDict:
         }
     )
     c.resume = ""  # "" (start fresh), "True" (continue run.out_dir), or a run directory to continue
+    c.resume_force = False  # True: resume even when this config differs from the run's config.json
     return c
 
 

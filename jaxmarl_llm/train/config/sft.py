@@ -51,6 +51,7 @@ def sft_defaults() -> ml_collections.ConfigDict:
     c.run = copy.deepcopy(rl.run)
     c.run.out_dir = "runs/sft"
     c.resume = ""
+    c.resume_force = False  # True: resume even when this config differs from the run's config.json
     return c
 
 
