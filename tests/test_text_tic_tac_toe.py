@@ -243,3 +243,16 @@ def test_without_history_each_observation_is_the_header_and_the_current_position
             assert obs.count("|") == 6  # one board
         sf, ss = rf.state, rs.state
     assert bool(ss.done)
+
+
+def test_world_state_is_the_board_and_the_mover_one_hot():
+    """The world-state critic's input (critic.kind="world_state"): 9 cells x (empty, X, O), then the mover."""
+    env = ttt.TicTacToe(capacity=640)
+    _, s = env.reset(jax.random.PRNGKey(0))
+    for cell in (4, 0):  # X centre, O top-left: X to move
+        s = env.step(jax.random.PRNGKey(1), s, env.move_action(s, jnp.int32(cell))).state
+    w = np.asarray(env.world_state(s))
+    assert w.shape == (29,) and w.dtype == np.float32
+    np.testing.assert_array_equal(w[:27].reshape(9, 3).argmax(-1), [2, 0, 0, 0, 1, 0, 0, 0, 0])
+    np.testing.assert_array_equal(w[:27].reshape(9, 3).sum(-1), np.ones(9))
+    np.testing.assert_array_equal(w[27:], [1.0, 0.0])

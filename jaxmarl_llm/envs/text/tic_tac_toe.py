@@ -242,6 +242,12 @@ class TicTacToe(TextEnv):
         info = {"format_error": ~parsed & is_me, "illegal": ~legal & is_me, "won": won & is_me, "draw": jnp.broadcast_to(draw, (2,))}
         return new, reward, terminated, jnp.bool_(False), info
 
+    def world_state(self, state, params=None) -> jax.Array:
+        """[29]: the board one-hot per cell (empty, X, O) and the mover one-hot: the input of a centralized critic
+        (`critic.kind="world_state"`), which then values positions without reading the transcript."""
+        board = jax.nn.one_hot(state.board, 3).reshape(-1)
+        return jnp.concatenate([board, jax.nn.one_hot(state.mover, 2)]).astype(jnp.float32)
+
     # ---- policies for evaluation, tests and benchmarks -----------------------------------------------
     def legal_action_mask(self, state) -> jax.Array:
         return legal_moves(state.board)
