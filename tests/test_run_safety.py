@@ -58,7 +58,8 @@ def _run_config(out_dir, updates: int = 3):
 
 
 def _train(config, updates: int) -> dict:
-    return run_training(config, Counter(updates), sharded_chunk, 8)
+    # the counter is the trained state (spread_mlp's config would name the MLP trainer's accessor, state.params)
+    return run_training(config, Counter(updates), sharded_chunk, 8, trainable=lambda state: state)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@
 `ml_collections.config_flags` reports an unknown `--config.x=...` override with
 a bare AttributeError deep in flag parsing (and an unknown `configs/NAME.py:VARIANT`
 with a traceback); `check_overrides` runs first and names the key, or the file
-and variant, instead. Every such mistake is one line on stderr and exit status 2.
+and variant, instead. Every such mistake is one line on stderr and exit status 2;
+a run that diverged (train/runner.py) is one line on stderr and exit status 3.
 """
 
 from __future__ import annotations
@@ -65,15 +66,19 @@ def check_overrides(argv: list[str], flag: str = "config") -> None:
 
 def main_guard(fn):
     """Run fn(); turn config errors and model folders that do not match the config (models/hf.py
-    CheckpointError) into a one-line message and exit status 2."""
+    CheckpointError) into a one-line message and exit status 2, and a diverged run (train/errors.py
+    DivergenceError: the metric, the update, the last checkpoint kept) into one line and exit status 3."""
     from jaxmarl_llm.models.hf import CheckpointError
-    from jaxmarl_llm.train.config import ConfigError
+    from jaxmarl_llm.train.errors import ConfigError, DivergenceError
 
     def wrapped(argv):
         try:
             return fn(argv)
         except (ConfigError, CheckpointError) as err:
             fail(str(err))
+        except DivergenceError as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(DivergenceError.EXIT_STATUS) from None
 
     return wrapped
 

@@ -4,8 +4,8 @@ A resumed run restores the runner state (adapters, optimizer, envs) but reads ev
 folder, lr, env, ...) from the current config. Nothing stopped a resume from silently mixing two runs: a different
 base model of the same shapes, another lr or env. So a run writes its resolved config (plus a fingerprint of the
 base model folder) when it starts, and a resume compares it with the current config before touching a file.
-The budget, `run.*` and the resume flags may change between the two; anything else refuses the resume, unless
-`resume_force=True` (then the differences are a warning).
+The budget, `run.*`, `stop.*` and the resume flags may change between the two; anything else refuses the resume,
+unless `resume_force=True` (then the differences are a warning).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from jaxmarl_llm.train.errors import ConfigError
 CONFIG_FILE = "config.json"  # in the run directory (a HF model's config.json lives in model/ or elsewhere)
 FINGERPRINT_KEY = "_model_fingerprint"
 # top-level keys a resume may change: how long to train (budget), how to log and save (run.*), the resume itself,
-# and the held-out evaluation after training (it does not touch the trained state)
+# the held-out evaluation after training and the divergence bounds (stop.*): none of them touches the trained state
 RESUMABLE_KEYS = frozenset({"resume", "resume_force", "run", "total_episodes", "total_updates", "total_timesteps",
-                            "eval_episodes"})
+                            "eval_episodes", "stop"})
 HASHED_FILES = ("config.json", "model.safetensors.index.json")  # small files whose content defines the model
 SAMPLES, SAMPLE_BYTES = 16, 1 << 16  # safetensors data: 16 evenly spaced 64 KiB samples (all of it under 1 MiB)
 SHOWN = 5  # differing keys named in a message

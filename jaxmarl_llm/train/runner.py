@@ -8,6 +8,10 @@ trainer with the small interface below can use it:
     trainer.init(key, hp) -> state          trainer.hparams
     trainer.state_specs                     trainer.num_updates
     chunk_fn(trainer, mesh, K) -> jit fn(state, hp) -> (state, {name: [K]})
+
+A chunk that diverged (a non-finite metric in its last update, or a `config.stop` bound crossed: Stop below) is
+never saved: its metrics rows up to the divergence are written, and DivergenceError names the metric, the update
+and the last checkpoint kept (experiments/*.py: one line on stderr, exit status 3).
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import time
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxmarl_llm.train import mesh as mesh_lib
 from jaxmarl_llm.train.checkpoints import Checkpoints
-from jaxmarl_llm.train.config.common import parse_resume
-from jaxmarl_llm.train.errors import ConfigError
+from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
+from jaxmarl_llm.train.errors import ConfigError, DivergenceError
 from jaxmarl_llm.train.metrics_log import MetricsLog, plot_curves, read_csv
 from jaxmarl_llm.train.run_identity import CONFIG_FILE, check_same_run, run_record, write_run_record
 
@@ -73,11 +78,14 @@ def clear_run(out_dir: str) -> list[str]:
     return removed
 
 
-def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, headline: str = "team_return") -> dict[str, Any]:
+def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, headline: str = "team_return",
+                 trainable: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """Train to `trainer.num_updates`, resuming when asked; returns the final state and last metrics.
 
     A resume first checks that `config` is the config the run was started with (its config.json, else
-    ConfigError before any file changes); every start (re)writes config.json with the current config."""
+    ConfigError before any file changes); every start (re)writes config.json with the current config.
+    `trainable(state)`: the trained parameters, whose norm config.stop.max_param_norm_growth bounds (default: the
+    accessor train/trainers.py registers for config.trainer). A divergence raises DivergenceError (module doc)."""
     check_fresh_out_dir(config)
     out_dir = resume_dir(config) or config.run.out_dir
     if resume_dir(config) is not None:
@@ -103,6 +111,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     log = MetricsLog(out_dir, tensorboard=config.run.tensorboard, resume_from_update=start if start else None)
 
     guard = Guard(config.get("guard"))
+    stop = Stop(config.get("stop"), _trainable_of(config, trainable), state, start)
     per_chunk = config.run.updates_per_chunk
     compiled: dict[int, Callable] = {}
     bar = _progress(config, trainer.num_updates, start)
@@ -123,15 +132,21 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
                 row.update({name: float(np.asarray(v)[i]) for name, v in metrics.items()})
                 row["steps_per_second"] = sps
                 rows.append(row)
-            update += k
+            crossed = stop.check_rows(rows)  # the first update past a metric bound: its row is the last written
+            if crossed is not None:
+                rows = rows[: crossed[0] + 1]
+            update += len(rows)
             chunks_done += 1
             log.write(rows)
             guard.check(rows)
             last = rows[-1]
             if bar is not None:
-                bar.update(k)
+                bar.update(len(rows))
                 bar.set_postfix({headline: f"{last.get(headline, float('nan')):.2f}", "sps": f"{last['steps_per_second']:.0f}"})
-            _check_finite(last, update)
+            if crossed is not None:
+                raise stop.diverged(*crossed[1:], update, ckpt)
+            _check_finite(last, update, ckpt)
+            stop.check_params(state, update, ckpt)  # before the save: a chunk past a bound is never saved
             if chunks_done % config.run.checkpoint_every == 0 or update == trainer.num_updates:
                 ckpt.save(update, state)
     finally:
@@ -198,11 +213,85 @@ def _progress(config, total: int, start: int):
     return tqdm(total=total, initial=start, desc="updates", dynamic_ncols=True)
 
 
-def _check_finite(row: dict, update: int) -> None:
+def _check_finite(row: dict, update: int, ckpt: Checkpoints) -> None:
+    """A non-finite metric in the chunk's last update (eval/ metrics are NaN between evaluations) -> DivergenceError."""
     bad = [k for k, v in row.items() if isinstance(v, float) and not np.isfinite(v) and k != "steps_per_second"
            and not (k.startswith(EVAL_PREFIX) and np.isnan(v))]
     if bad:
-        raise FloatingPointError(
-            f"non-finite {', '.join(bad)} at update {update}; the last checkpoint is kept: lower lr or "
-            "max_grad_norm and continue with --config.resume=True"
-        )
+        raise DivergenceError(f"divergence: non-finite {', '.join(bad)} at update {update}; {_kept(ckpt)}",
+                              metric=bad[0], update=update, last_checkpoint=ckpt.latest_step())
+
+
+def _kept(ckpt: Checkpoints) -> str:
+    """What a diverged run left to continue from, and how: the end of DivergenceError's message."""
+    last = ckpt.latest_step()
+    if last is None:
+        return "no checkpoint was saved yet; start again with a lower lr (or max_grad_norm)"
+    return (f"the last good checkpoint is update {last} in {ckpt.directory}; continue from it with a lower lr "
+            "(or max_grad_norm): --config.resume=True --config.resume_force=True --config.lr=...")
+
+
+def _trainable_of(config, trainable: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
+    """`trainable`, else the accessor train/trainers.py registers for config.trainer (imported here: the registry
+    imports every trainer)."""
+    if trainable is not None:
+        return trainable
+    from jaxmarl_llm.train.trainers import TRAINERS
+
+    spec = TRAINERS.get(config.get("trainer", "mlp_ppo"))
+    return spec.trainable if spec is not None else None
+
+
+@jax.jit
+def global_norm(tree) -> jax.Array:
+    """The L2 norm of every leaf together, in float32, scaled by the largest |entry| first so that parameters of
+    1e30 (a blown-up run) give 1e30-and-more, not an overflowed inf; NaN when an entry is NaN or inf."""
+    leaves = [jnp.asarray(x, jnp.float32) for x in jax.tree.leaves(tree)]
+    if not leaves:
+        return jnp.zeros((), jnp.float32)
+    scale = jnp.max(jnp.stack([jnp.max(jnp.abs(x), initial=0.0) for x in leaves]))
+    scale = jnp.where(scale > 0, scale, 1.0)
+    return scale * jnp.sqrt(sum(jnp.sum(jnp.square(x / scale)) for x in leaves))
+
+
+class Stop:
+    """config.stop: bounds past which the run is diverging (0 = off; config/common.py STOP_METRICS names each
+    bound's metric). The runner checks every row of a chunk against the metric bounds and, at the chunk's end, the
+    growth of the trained parameters' norm over `reference` (its norm at the start of this run or, on a resume,
+    at the restored update: checkpoints store nothing for it), before the chunk is saved; a crossing raises
+    DivergenceError. A run whose trained parameters start at norm 0 has no growth factor: that bound is skipped."""
+
+    def __init__(self, bounds, trainable: Callable[[Any], Any] | None, state: Any, start: int):
+        self.bounds = {k: float(v) for k, v in (bounds or {}).items() if float(v) > 0}
+        self.trainable, self.reference, self.start = None, 0.0, start
+        if "max_param_norm_growth" in self.bounds and trainable is not None:
+            self.reference = float(global_norm(trainable(state)))
+            if self.reference > 0 and np.isfinite(self.reference):
+                self.trainable = trainable
+
+    def check_rows(self, rows: list[dict[str, float]]) -> tuple[int, str, float] | None:
+        """(index of the first row past a metric bound, its config key, its value), or None."""
+        for i, row in enumerate(rows):
+            if row.get("scored", 1.0) == 0.0:  # no minibatch ran (lm_rl): no loss, no KL
+                continue
+            for key, bound in self.bounds.items():
+                value = row.get(STOP_METRICS[key])
+                if value is not None and value > bound:
+                    return i, key, value
+        return None
+
+    def check_params(self, state: Any, update: int, ckpt: Checkpoints) -> None:
+        """The trained parameters' norm growth after `update` -> DivergenceError past the bound (or non-finite)."""
+        if self.trainable is None:
+            return
+        growth = float(global_norm(self.trainable(state))) / self.reference
+        if not growth <= self.bounds["max_param_norm_growth"]:  # NaN too
+            raise self.diverged("max_param_norm_growth", growth, update, ckpt)
+
+    def diverged(self, key: str, value: float, update: int, ckpt: Checkpoints) -> DivergenceError:
+        metric, bound = STOP_METRICS[key], self.bounds[key]
+        norms = (f": parameter norm {value * self.reference:.4g}, {self.reference:.4g} at update {self.start}"
+                 if key == "max_param_norm_growth" else "")
+        return DivergenceError(f"divergence: {metric} = {value:.4g} at update {update} > bound {bound:g} "
+                               f"(config.stop.{key}{norms}); {_kept(ckpt)}",
+                               metric=metric, update=update, last_checkpoint=ckpt.latest_step())

@@ -5,6 +5,7 @@
     trainer = spec.make_train(config)            # init / update / state_specs / num_updates / hparams
     chunk = sharded_chunk(trainer, mesh, K)      # one compiled chunk of K updates, the same for every trainer
     spec.steps_per_update(config), spec.headline(config)   # what the runner counts and plots
+    spec.trainable(state)                        # the trained parameters (config.stop.max_param_norm_growth)
     result = spec.after_training(config, trainer, result)  # exports, held-out evaluation
 
 Adding a trainer = its module (make_train), its config module (defaults + validator) and one line below.
@@ -28,6 +29,11 @@ def _keep(config, trainer, result: dict) -> dict:
     return result
 
 
+def _trainable(state) -> Any:
+    """The LM trainers' trained parameters: LoRA adapters, value heads, critic (or the whole model, train_base)."""
+    return state.trainable
+
+
 class TrainerSpec(NamedTuple):
     """One trainer kind. Every hook takes the (validated) config; none of them compiles anything."""
 
@@ -38,6 +44,8 @@ class TrainerSpec(NamedTuple):
     after_training: Callable[[Any, Any, dict], dict] = _keep  # (config, trainer, result) -> result + outputs
     # (trainer, state) -> SeatWeights: what each seat acts with in a held-out greedy evaluation (LM trainers)
     seat_weights: Callable[[Any, Any], SeatWeights] | None = None
+    # runner state -> the pytree of trained parameters, whose global norm the runner bounds (config.stop)
+    trainable: Callable[[Any], Any] = _trainable
 
 
 # ---- after-training hooks -----------------------------------------------------------------------
@@ -89,7 +97,7 @@ def _lm_headline(config) -> str:
 
 TRAINERS: dict[str, TrainerSpec] = {
     "mlp_ppo": TrainerSpec(validate_mlp_ppo, mlp_ppo.make_train, lambda c: c.num_envs * c.num_steps,
-                           lambda c: "team_return"),
+                           lambda c: "team_return", trainable=lambda state: state.params),
     # env_steps: env steps the rollout scans (num_envs x num_turns; an episode that ends early counts them all)
     "lm_rl": TrainerSpec(validate_lm_rl, lm_rl.make_train, lambda c: c.num_envs * c.num_turns, _lm_headline,
                          _eval_if_asked, slot_seat_weights),

@@ -9,7 +9,7 @@ import ml_collections
 
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_mesh, check_model_checkpoint, check_non_negative, check_positive,
-                                             check_positive_ints, check_run)
+                                             check_positive_ints, check_run, check_stop, stop_defaults)
 from jaxmarl_llm.train.config.lm_rl import lm_rl_defaults
 from jaxmarl_llm.train.scripted import SCRIPTS
 
@@ -47,6 +47,7 @@ def dpo_defaults() -> ml_collections.ConfigDict:
     c.anneal_lr = True
     c.eval_episodes = 0  # greedy episodes of env_name's held-out split after training (0 = skip)
     c.mesh = ml_collections.ConfigDict({"num_devices": 0})
+    c.stop = stop_defaults("max_param_norm_growth")  # no approx_kl / value_loss to bound (config/common.py)
     c.run = copy.deepcopy(rl.run)
     c.run.out_dir = "runs/dpo"
     c.resume = ""
@@ -103,4 +104,5 @@ def validate_dpo(config: ml_collections.ConfigDict) -> None:
     check_eval_episodes(config)
     check_mesh(config, "batch_size")
     check_run(config)
+    check_stop(config)
     check_model_checkpoint(config)

@@ -10,7 +10,7 @@ import ml_collections
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_mesh, check_model_checkpoint, check_one_update, check_positive,
-                                             check_positive_ints, check_run)
+                                             check_positive_ints, check_run, check_stop, stop_defaults)
 from jaxmarl_llm.train.lm_seats import SCRIPTED_KINDS, parse_agent_map
 
 
@@ -104,6 +104,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # below min_entropy or its KL to the reference (adapters off) rises above max_kl_ref; 0 = off. max_kl_ref > 0
     # scores the reference even at kl_coef=0 (one more forward per minibatch)
     c.guard = ml_collections.ConfigDict({"min_entropy": 0.0, "max_kl_ref": 0.0})
+    # divergence bounds (train/runner.py; config/common.py STOP_METRICS), 0 = off: past one the run stops before
+    # saving that chunk, keeps the last good checkpoint and exits with status 3. max_kl reads approx_kl (not RLOO's:
+    # no ratio), max_value_loss value_loss (PPO); max_param_norm_growth: the adapters' + heads' norm over its start
+    c.stop = stop_defaults()
     c.mesh = ml_collections.ConfigDict({"num_devices": 0})
     # overwrite: True lets a fresh run delete the earlier run's checkpoints and metrics in out_dir (else refused)
     c.run = ml_collections.ConfigDict(
@@ -141,7 +145,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(config.credit == "turn" or (config.algo == "ppo" and config.critic.kind == "ippo"), "credit",
              "token-level credit is PPO with per-seat value heads (algo='ppo', critic.kind='ippo')")
     check_positive_ints(config.critic, ("hidden",), prefix="critic.")
-    check_positive(config, ("lr",))
+    check_positive(config, ("lr", "max_grad_norm"))
     _require(isinstance(config.critic.lr, (int, float)) and config.critic.lr >= 0, "critic.lr",
              f"must be a learning rate > 0, or 0 for the policy's lr, got {config.critic.lr!r}")
     _require(config.critic.lr == 0 or critic, "critic.lr", f"{config.algo} has no critic to give a learning rate")
@@ -156,6 +160,12 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     for key in ("min_entropy", "max_kl_ref"):
         _require(isinstance(config.guard[key], (int, float)) and config.guard[key] >= 0, f"guard.{key}",
                  f"must be a number >= 0 (0 = off), got {config.guard[key]!r}")
+    check_stop(config)
+    _require(config.stop.max_value_loss == 0 or critic, "stop.max_value_loss",
+             f"{config.algo} has no critic and logs no value_loss; set it to 0 (or use algo='ppo')")
+    _require(config.stop.max_kl == 0 or config.algo != "rloo", "stop.max_kl",
+             "rloo has no old-vs-new ratio and logs no approx_kl; set it to 0 (guard.max_kl_ref warns on the KL to "
+             "the reference)")
     check_run(config)
     check_model_checkpoint(config)
 

@@ -6,7 +6,8 @@ import ml_collections
 
 from jaxmarl_llm.envs import registry
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_keys, check_mesh,
-                                             check_positive, check_positive_ints, check_run)
+                                             check_positive, check_positive_ints, check_run, check_stop,
+                                             stop_defaults)
 
 
 def mlp_ppo_defaults() -> ml_collections.ConfigDict:
@@ -47,6 +48,7 @@ def mlp_ppo_defaults() -> ml_collections.ConfigDict:
             "progress": True,
         }
     )
+    c.stop = stop_defaults()  # divergence bounds, 0 = off (config/common.py STOP_METRICS; train/runner.py)
     c.resume = ""  # "" (start fresh), "True" (continue run.out_dir), or a run directory to continue
     c.resume_force = False  # True: resume even when this config differs from the run's config.json
     return c
@@ -78,5 +80,6 @@ def validate_mlp_ppo(config: ml_collections.ConfigDict) -> None:
     _require(len(config.network.hidden) > 0, "network.hidden", "needs at least one hidden layer size")
     _require(config.network.activation in ("tanh", "relu", "gelu"), "network.activation", "must be tanh, relu or gelu")
     check_run(config)
+    check_stop(config)
     check_mesh(config, "num_envs", why=lambda n_dev: (
         f"{config.num_envs} envs do not split evenly over {n_dev} devices; use a multiple of {n_dev} or set mesh.num_devices"))

@@ -11,7 +11,7 @@ import ml_collections
 
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_mesh, check_model_checkpoint, check_non_negative, check_one_update,
-                                             check_positive, check_positive_ints, check_run)
+                                             check_positive, check_positive_ints, check_run, check_stop, stop_defaults)
 from jaxmarl_llm.train.config.lm_rl import lm_rl_defaults
 from jaxmarl_llm.train.scripted import SCRIPTS
 
@@ -48,6 +48,7 @@ def sft_defaults() -> ml_collections.ConfigDict:
     c.anneal_lr = True  # cosine to 10% of lr at the end
     c.eval_episodes = 0  # greedy episodes on the held-out split after training (0 = skip)
     c.mesh = ml_collections.ConfigDict({"num_devices": 0})
+    c.stop = stop_defaults("max_param_norm_growth")  # no approx_kl / value_loss to bound (config/common.py)
     c.run = copy.deepcopy(rl.run)
     c.run.out_dir = "runs/sft"
     c.resume = ""
@@ -85,6 +86,7 @@ def validate_sft(config: ml_collections.ConfigDict) -> None:
     check_eval_episodes(config)
     check_mesh(config, "num_envs")
     check_run(config)
+    check_stop(config)
     check_model_checkpoint(config)
 
 
