@@ -297,3 +297,50 @@ def test_cli_reports_a_checkpoint_error_in_one_line(capsys):
         main_guard(main)([])
     assert exit_.value.code == 2
     assert capsys.readouterr().err == "error: m/model.safetensors.index.json: weight_map entry 'w' -> '../x' is outside\n"
+
+
+# ---------------------------------------------------------------- 5. broken model folders and data files name the file
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """A tiny model folder: config.json + model.safetensors."""
+    path = str(tmp_path_factory.mktemp("single"))
+    cfg = tiny("qwen3", num_layers=1, hidden_size=32, intermediate_size=64, num_heads=2, num_kv_heads=1, head_dim=16)
+    hf.save_pretrained(path, cfg, transformer.init_params(cfg, jax.random.PRNGKey(0)))
+    return path
+
+
+def _broken_copy(src: str, dst: str, fname: str, cut) -> str:
+    shutil.copytree(src, dst)
+    target = os.path.join(dst, fname)
+    with open(target, "rb") as f:
+        data = f.read()
+    with open(target, "wb") as f:
+        f.write(cut(data))
+    return target
+
+
+@pytest.mark.parametrize("fname, cut, says", [
+    ("config.json", lambda d: d[: len(d) // 2], "not valid JSON"),  # a copy cut short
+    ("config.json", lambda d: b"\xff\xfe" + d, "not UTF-8"),
+    ("model.safetensors", lambda d: d[:5], "truncated or corrupt"),  # the header length itself is cut
+    ("model.safetensors", lambda d: d[: len(d) - 100], "truncated or corrupt"),  # the tensor data is cut
+])
+def test_a_broken_model_folder_names_the_file(single, tmp_path, fname, cut, says):
+    target = _broken_copy(single, str(tmp_path / "m"), fname, cut)
+    with pytest.raises(hf.CheckpointError) as err:
+        hf.load_pretrained(str(tmp_path / "m"))
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(target) and says in message, message
+
+
+def test_a_non_utf8_byte_in_a_data_file_keeps_its_line(tmp_path):
+    from jaxmarl_llm.train import jsonl
+    from jaxmarl_llm.train.config import ConfigError
+
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b'{"prompt": "1+1", "completion": "2"}\n{"prompt": "caf\xe9", "completion": "x"}\n')
+    with pytest.raises(ConfigError) as err:
+        jsonl.read_objects(str(path), f"config.data_path: {path}", "{...}", "examples")
+    assert f"{path}:2: not UTF-8" in str(err.value) and "0xe9" in str(err.value)

@@ -161,15 +161,15 @@ class _Reader:
         single = os.path.join(path, "model.safetensors")
         index = os.path.join(path, "model.safetensors.index.json")
         if os.path.exists(index):
-            with open(index) as f:
-                weight_map = json.load(f)["weight_map"]
+            weight_map = _read_json(index).get("weight_map")
+            if not isinstance(weight_map, dict):
+                raise CheckpointError(f"{index}: no 'weight_map' object; write the index transformers saves")
             self.where = {name: shard_path(path, index, name, fname) for name, fname in weight_map.items()}
             for fname in sorted(set(self.where.values())):
                 if not os.path.exists(fname):
                     raise FileNotFoundError(f"shard {fname!r} listed in {index!r} does not exist")
         elif os.path.exists(single):
-            with safe_open(single, "numpy") as f:
-                self.where = {name: single for name in f.keys()}
+            self.where = {name: single for name in _safe_open(single).keys()}
         else:
             raise FileNotFoundError(f"no model.safetensors or model.safetensors.index.json in {path!r}")
         self._open: dict[str, Any] = {}
@@ -180,8 +180,12 @@ class _Reader:
             raise CheckpointError(f"checkpoint is missing tensor {name!r} (expected shape {shape})")
         fname = self.where[name]
         if fname not in self._open:
-            self._open[fname] = safe_open(fname, "numpy")
-        x = self._open[fname].get_tensor(name)
+            self._open[fname] = _safe_open(fname)
+        try:
+            x = self._open[fname].get_tensor(name)
+        except Exception as err:  # safetensors raises its own error types for a file cut short
+            raise CheckpointError(f"{fname}: cannot read tensor {name!r} ({err}); the file looks truncated or "
+                                  "corrupt: copy or download it again") from None
         if tuple(x.shape) != tuple(shape):
             raise CheckpointError(f"tensor {name!r} in {os.path.basename(fname)} has shape {tuple(x.shape)}, "
                                   f"expected {tuple(shape)}")
@@ -264,8 +268,30 @@ def read_hf_config(path: str) -> dict[str, Any]:
     fname = os.path.join(path, "config.json")
     if not os.path.exists(fname):
         raise FileNotFoundError(f"no config.json in {path!r}; expected a Hugging Face model folder")
-    with open(fname) as f:
-        return json.load(f)
+    return _read_json(fname)
+
+
+def _read_json(fname: str) -> dict[str, Any]:
+    """A model folder's JSON file; a broken one is a CheckpointError naming the file and the place."""
+    try:
+        with open(fname, encoding="utf-8") as f:
+            out = json.load(f)
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{fname}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{fname}: not UTF-8 text (byte {err.start}); expected a JSON file") from None
+    if not isinstance(out, dict):
+        raise CheckpointError(f"{fname}: expected a JSON object, got {type(out).__name__}")
+    return out
+
+
+def _safe_open(fname: str):
+    """safe_open, with a header that cannot be read (a truncated or corrupt file) named as a CheckpointError."""
+    try:
+        return safe_open(fname, "numpy")
+    except Exception as err:  # safetensors' SafetensorError is not exported under one stable name
+        raise CheckpointError(f"{fname}: not a readable safetensors file ({err}); the file looks truncated or "
+                              "corrupt: copy or download it again") from None
 
 
 def load_pretrained(path: str, dtype: str = "float32", param_dtype: str | None = None) -> tuple[ModelConfig, Params]:

@@ -18,8 +18,13 @@ def read_objects(path: str, where: str, example: str, what: str) -> list[tuple[s
     if not os.path.isfile(path):
         raise ConfigError(f"{where} does not exist; pass a JSONL file with one {example} object per line")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    with open(path, "rb") as f:  # bytes, decoded per line: a bad byte is named with its line
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ConfigError(f"{where}:{lineno}: not UTF-8 (byte {err.start} of the line is "
+                                  f"{raw[err.start]:#04x}); save the file as UTF-8") from None
             if not line.strip():
                 continue
             try:
