@@ -344,3 +344,20 @@ def test_a_non_utf8_byte_in_a_data_file_keeps_its_line(tmp_path):
     with pytest.raises(ConfigError) as err:
         jsonl.read_objects(str(path), f"config.data_path: {path}", "{...}", "examples")
     assert f"{path}:2: not UTF-8" in str(err.value) and "0xe9" in str(err.value)
+
+
+@pytest.mark.parametrize("name, kwargs, says", [
+    ("mpe/simple_spread", {"num_agents": 0}, "num_agents must be at least 1, got 0"),
+    ("mpe/simple_tag", {"num_good": 0}, "num_good must be at least 1, got 0"),
+    ("mpe/simple_reference", {"local_ratio": 2.0}, "local_ratio must be in [0, 1], got 2.0"),
+    ("text/tic_tac_toe", {"board": "ascii"}, "board style must be one of"),
+    ("mpe/simple_spread", {"num_agent": 3}, "unknown keyword(s) 'num_agent'"),
+])
+def test_env_kwargs_an_env_refuses_are_one_line(capsys, name, kwargs, says):
+    from jaxmarl_llm.envs import registry
+
+    with pytest.raises(SystemExit) as exit_:
+        main_guard(lambda argv: registry.make(name, **kwargs))([])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: config.env_kwargs: {name}: ") and says in err, err

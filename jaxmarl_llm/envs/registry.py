@@ -53,5 +53,15 @@ def make(name: str, **kwargs) -> Env:
     valid = [p for p in signature.parameters if p != "self" and signature.parameters[p].kind is not inspect.Parameter.VAR_KEYWORD]
     unknown = sorted(set(kwargs) - set(valid))
     if unknown and not accepts_any:
-        raise TypeError(f"{name}: unknown keyword(s) {', '.join(map(repr, unknown))}; valid keywords: {', '.join(valid) or '(none)'}")
-    return cls(**kwargs)
+        raise EnvArgumentError(f"{name}: unknown keyword(s) {', '.join(map(repr, unknown))}; valid keywords: {', '.join(valid) or '(none)'}")
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as err:  # an argument the env refuses (num_agents=0, a board style, ...)
+        if isinstance(err, EnvArgumentError):
+            raise
+        raise EnvArgumentError(f"{name}: {err}") from err
+
+
+class EnvArgumentError(ValueError, TypeError):
+    """Keywords an env cannot be built with (unknown, or a value it refuses): bad input, not a bug, so the
+    command line reports it in one line (train/cli.py main_guard). A TypeError too, as unknown keywords were."""

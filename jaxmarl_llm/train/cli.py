@@ -65,9 +65,10 @@ def check_overrides(argv: list[str], flag: str = "config") -> None:
 
 
 def main_guard(fn):
-    """Run fn(); turn config errors and model folders that do not match the config (models/hf.py
-    CheckpointError) into a one-line message and exit status 2, and a diverged run (train/errors.py
+    """Run fn(); turn config errors, env keywords an env refuses (envs/registry.py EnvArgumentError) and model
+    folders that do not match the config (models/hf.py CheckpointError) into a one-line message and exit status 2, and a diverged run (train/errors.py
     DivergenceError: the metric, the update, the last checkpoint kept) into one line and exit status 3."""
+    from jaxmarl_llm.envs.registry import EnvArgumentError
     from jaxmarl_llm.models.hf import CheckpointError
     from jaxmarl_llm.train.errors import ConfigError, DivergenceError
 
@@ -76,6 +77,8 @@ def main_guard(fn):
             return fn(argv)
         except (ConfigError, CheckpointError) as err:
             fail(str(err))
+        except EnvArgumentError as err:
+            fail(f"config.env_kwargs: {err}")
         except DivergenceError as err:
             print(f"error: {err}", file=sys.stderr)
             raise SystemExit(DivergenceError.EXIT_STATUS) from None

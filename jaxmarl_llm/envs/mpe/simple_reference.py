@@ -21,7 +21,8 @@ LANDMARK_COLORS = np.array([[0.75, 0.25, 0.25], [0.25, 0.75, 0.25], [0.25, 0.25,
 
 class SimpleReference(MPEEnv):
     def __init__(self, local_ratio: float = 0.5, max_cycles: int = 25, continuous_actions: bool = False):
-        assert 0.0 <= local_ratio <= 1.0
+        if not 0.0 <= local_ratio <= 1.0:
+            raise ValueError(f"local_ratio must be in [0, 1], got {local_ratio}")
         spec = physics.make_spec(2, 3, dim_c=10, agent_collide=False, landmark_collide=False)
         self.local_ratio = float(local_ratio)
         super().__init__(spec, ("agent_0", "agent_1"), (21, 21), max_cycles, continuous_actions)

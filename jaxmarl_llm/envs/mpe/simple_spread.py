@@ -16,7 +16,10 @@ from jaxmarl_llm.envs.mpe.base import MPEEnv, MPELocalRatioParams, MPEState
 
 class SimpleSpread(MPEEnv):
     def __init__(self, num_agents: int = 3, local_ratio: float = 0.5, max_cycles: int = 25, continuous_actions: bool = False):
-        assert num_agents >= 1 and 0.0 <= local_ratio <= 1.0
+        if num_agents < 1:
+            raise ValueError(f"num_agents must be at least 1, got {num_agents}")
+        if not 0.0 <= local_ratio <= 1.0:
+            raise ValueError(f"local_ratio must be in [0, 1], got {local_ratio}")
         n = num_agents
         spec = physics.make_spec(n, n, dim_c=2, agent_size=0.15, landmark_size=0.05, landmark_collide=False, silent=True)
         obs_size = 4 + 2 * n + 2 * (n - 1) + 2 * (n - 1)

@@ -27,7 +27,10 @@ def bound_penalty(x: jax.Array) -> jax.Array:
 
 class SimpleTag(MPEEnv):
     def __init__(self, num_good: int = 1, num_adversaries: int = 3, num_obstacles: int = 2, max_cycles: int = 25, continuous_actions: bool = False):
-        assert num_good >= 1 and num_adversaries >= 0 and num_obstacles >= 0
+        for key, value, least in (("num_good", num_good, 1), ("num_adversaries", num_adversaries, 0),
+                                  ("num_obstacles", num_obstacles, 0)):
+            if value < least:
+                raise ValueError(f"{key} must be at least {least}, got {value}")
         self.num_good, self.num_adversaries, self.num_obstacles = num_good, num_adversaries, num_obstacles
         adv = np.arange(num_good + num_adversaries) < num_adversaries
         spec = physics.make_spec(
