@@ -8,10 +8,15 @@ have produced.
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
+
+from jaxmarl_llm.train.errors import DiskFullError
+
+MB = 2**20
 
 
 class Checkpoints:
@@ -24,8 +29,28 @@ class Checkpoints:
         return self.manager.latest_step()
 
     def save(self, step: int, state: Any) -> None:
+        """Save `state` as `step`; DiskFullError before writing anything when the disk cannot hold it."""
+        self.check_space(step, state)
         self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
         self.manager.wait_until_finished()
+
+    def size_needed(self, state: Any) -> int:
+        """Bytes a new checkpoint will take: the latest one's size on disk, else the state's array bytes, plus a
+        tenth and 1 MB for orbax's metadata. The new checkpoint is complete before the oldest is deleted."""
+        latest = self.latest_step()
+        if latest is not None:
+            size = _folder_bytes(os.path.join(self.directory, str(latest)))
+        else:
+            size = sum(int(getattr(x, "nbytes", 0)) for x in jax.tree.leaves(state))
+        return int(size * 1.1) + MB
+
+    def check_space(self, step: int, state: Any) -> None:
+        """Refuse a save the disk cannot hold: a save that runs out of space midway fails deep inside orbax's
+        writer threads (hundreds of lines), and leaves a temporary folder behind."""
+        need, free = self.size_needed(state), shutil.disk_usage(self.directory).free
+        if free < need:
+            raise DiskFullError(f"no space for checkpoint {step} in {self.directory}: it needs about "
+                                f"{need / MB:.1f} MB and the disk has {free / MB:.1f} MB free", self.directory)
 
     def restore(self, like: Any, step: int | None = None) -> Any:
         """Restore into the structure, shapes and shardings of `like` (a concrete runner state)."""
@@ -43,3 +68,7 @@ class Checkpoints:
 
     def close(self) -> None:
         self.manager.close()
+
+
+def _folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(base, name)) for base, _, names in os.walk(folder) for name in names)

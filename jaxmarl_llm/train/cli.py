@@ -5,17 +5,22 @@ a bare AttributeError deep in flag parsing (and an unknown `configs/NAME.py:VARI
 with a traceback); `check_overrides` runs first and names the key, or the file
 and variant, instead. Every such mistake is one line on stderr and exit status 2;
 a run that diverged (train/runner.py) is one line on stderr and exit status 3.
+`--verbose` (or JAXMARL_VERBOSE=1) prints the traceback behind such a line.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import inspect
+import logging
 import os
 import sys
+import traceback
 from typing import NoReturn
 
 import ml_collections
+from absl import flags
+from absl import logging as absl_logging
 
 
 def fail(message: str) -> NoReturn:
@@ -64,24 +69,82 @@ def check_overrides(argv: list[str], flag: str = "config") -> None:
             node, walked = node[part], [*walked, part]
 
 
+flags.DEFINE_bool("verbose", False, "On an error that is otherwise one line (a config mistake, a broken model "
+                  "folder, a full disk, a diverged run), print its traceback first (or set JAXMARL_VERBOSE=1).")
+
+
+def verbose() -> bool:
+    """--verbose (once flags are parsed) or JAXMARL_VERBOSE=1: show the traceback behind a one-line error."""
+    return os.environ.get("JAXMARL_VERBOSE", "") not in ("", "0") or (flags.FLAGS.is_parsed() and flags.FLAGS.verbose)
+
+
+class _ThreadErrorsReachTheCaller(logging.Filter):
+    """Drop orbax's log of an exception in one of its writer threads: orbax stores it and raises it again in the
+    caller (train/checkpoints.py), where main_guard reports it once; logged, a full disk was 240 lines of the
+    same error before the real traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not ("orbax" in record.pathname and "raised an exception" in str(record.msg))
+
+
+_THREAD_ERRORS = _ThreadErrorsReachTheCaller()
+
+
+def _quiet_closed_loop(unraisable) -> None:
+    """sys.unraisablehook for a script: drop "Event loop is closed" (tensorstore finishing a write for an orbax
+    save that already failed, e.g. on a full disk, after orbax closed its event loop), report anything else."""
+    if isinstance(unraisable.exc_value, RuntimeError) and str(unraisable.exc_value) == "Event loop is closed":
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def _stop(message: str, status: int, at_once: bool = False) -> NoReturn:
+    """One line on stderr, after the traceback under --verbose; exit with `status`. `at_once`: end the process
+    without running atexit handlers (a script whose disk is full: tensorboard's and orbax's writer threads would
+    retry their writes at exit and print each failure)."""
+    if verbose():
+        traceback.print_exc()
+    print(f"error: {message}", file=sys.stderr)
+    if at_once:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    raise SystemExit(status) from None
+
+
 def main_guard(fn):
-    """Run fn(); turn config errors, env keywords an env refuses (envs/registry.py EnvArgumentError) and model
-    folders that do not match the config (models/hf.py CheckpointError) into a one-line message and exit status 2, and a diverged run (train/errors.py
-    DivergenceError: the metric, the update, the last checkpoint kept) into one line and exit status 3."""
+    """Run fn(); turn the errors a user must act on into one line on stderr (the traceback under --verbose):
+    config errors, env keywords an env refuses (envs/registry.py EnvArgumentError), model folders that do not match
+    the config (models/hf.py CheckpointError) and a full disk (train/errors.py DiskFullError, or any error caused by
+    ENOSPC / EDQUOT) exit with status 2; a diverged run (train/errors.py DivergenceError: the metric, the update,
+    the last checkpoint kept) with status 3. Any other error is a bug and keeps its traceback."""
     from jaxmarl_llm.envs.registry import EnvArgumentError
     from jaxmarl_llm.models.hf import CheckpointError
-    from jaxmarl_llm.train.errors import ConfigError, DivergenceError
+    from jaxmarl_llm.train.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
+
+    script = fn.__module__ == "__main__"  # experiments/*.py run as a program, not a test calling main_guard
 
     def wrapped(argv):
+        if not verbose():
+            absl_logging.get_absl_logger().addFilter(_THREAD_ERRORS)
+            if script:
+                sys.unraisablehook = _quiet_closed_loop
         try:
             return fn(argv)
         except (ConfigError, CheckpointError) as err:
-            fail(str(err))
+            _stop(str(err), 2)
+        except DiskFullError as err:
+            _stop(str(err), DiskFullError.EXIT_STATUS, at_once=script)
         except EnvArgumentError as err:
-            fail(f"config.env_kwargs: {err}")
+            _stop(f"config.env_kwargs: {err}", 2)
         except DivergenceError as err:
-            print(f"error: {err}", file=sys.stderr)
-            raise SystemExit(DivergenceError.EXIT_STATUS) from None
+            _stop(str(err), DivergenceError.EXIT_STATUS)
+        except Exception as err:
+            full = no_space_cause(err)
+            if full is None:
+                raise
+            _stop(f"no space left on device writing {full[1] or '(a file)'}: free space on that disk, then run again "
+                  "(a run continues from its last complete checkpoint with --config.resume=True)", 2, at_once=script)
 
     return wrapped
 

@@ -36,11 +36,12 @@ class MetricsLog:
         kept = [r for r in rows if int(float(r["update"])) <= last_update]
         if kept:
             self.fields = list(kept[0].keys())
-        with open(self.path, "w", newline="") as f:
+        with open(self.path + ".tmp", "w", newline="") as f:  # then renamed: a full disk or a kill loses no row
             if kept:
                 writer = csv.DictWriter(f, fieldnames=self.fields)
                 writer.writeheader()
                 writer.writerows(kept)
+        os.replace(self.path + ".tmp", self.path)
 
     def write(self, rows: Iterable[Mapping[str, float]]) -> None:
         rows = list(rows)

@@ -29,7 +29,7 @@ import numpy as np
 from jaxmarl_llm.train import mesh as mesh_lib
 from jaxmarl_llm.train.checkpoints import Checkpoints
 from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
-from jaxmarl_llm.train.errors import ConfigError, DivergenceError
+from jaxmarl_llm.train.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
 from jaxmarl_llm.train.metrics_log import MetricsLog, plot_curves, read_csv
 from jaxmarl_llm.train.run_identity import CONFIG_FILE, check_same_run, run_record, write_run_record
 
@@ -47,9 +47,10 @@ def resume_dir(config) -> str | None:
 
 
 def holds_checkpoints(out_dir: str) -> bool:
-    """Whether `out_dir` holds an earlier run's checkpoints (a finished, killed or diverged run)."""
+    """Whether `out_dir` holds an earlier run's complete checkpoints (a finished, killed or diverged run); orbax's
+    temporary folder of a save that did not finish (a kill, a full disk) is not one."""
     directory = os.path.join(out_dir, "checkpoints")
-    return os.path.isdir(directory) and bool(os.listdir(directory))
+    return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
 
 
 def check_fresh_out_dir(config) -> None:
@@ -149,11 +150,14 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             stop.check_params(state, update, ckpt)  # before the save: a chunk past a bound is never saved
             if chunks_done % config.run.checkpoint_every == 0 or update == trainer.num_updates:
                 ckpt.save(update, state)
+    except Exception as err:
+        if no_space_cause(err) is None:
+            raise
+        raise _disk_full(err, out_dir, update, ckpt) from err
     finally:
         if bar is not None:
             bar.close()
-        log.close()
-        ckpt.close()
+        _close_all(log, ckpt)
 
     if config.run.plot:
         rows = read_csv(log.path)
@@ -163,6 +167,34 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
         if evals:  # in-graph evaluation: only the updates that played it
             plot_curves(evals, os.path.join(out_dir, "eval_curve.png"), "rate (greedy games)")
     return {"state": state, "metrics": last, "out_dir": out_dir}
+
+
+def _close_all(*files) -> None:
+    """Close each of `files`; while an error is stopping the run, an error in closing (the tensorboard writer's
+    last flush on a full disk) must not replace it."""
+    stopping = sys.exc_info()[1] is not None
+    first = None
+    for f in files:
+        try:
+            f.close()
+        except Exception as err:
+            first = first or err
+    if first is not None and not stopping:
+        raise first
+
+
+def _disk_full(err: BaseException, out_dir: str, update: int, ckpt: Checkpoints) -> DiskFullError:
+    """The one line for a write that found the disk full: the file, the update, and how to go on. Nothing is lost:
+    the last complete checkpoint stays (orbax writes a save to a temporary folder and renames it when complete),
+    and the resume drops metrics.csv rows past it, with a row the failed write tore."""
+    cause, path = no_space_cause(err)
+    if path is not None:  # orbax writes checkpoint N into N.orbax-checkpoint-tmp/...: name checkpoint N
+        path = path.split(".orbax-checkpoint-tmp")[0]
+    last = ckpt.latest_step()
+    then = (f"continue from update {last} (its last complete checkpoint) with --config.resume=True" if last else
+            "run the same command again (no checkpoint was complete, the run starts over)")
+    what = str(cause) if isinstance(cause, DiskFullError) else f"no space left on device writing {path or out_dir}"
+    return DiskFullError(f"{what} after update {update}: free space on that disk, then {then}", path or out_dir)
 
 
 class Guard:
