@@ -235,28 +235,39 @@ def test_constrained_spread_on_eight_devices_matches_one():
     assert float(np.abs(outs[0][0]["value_head"]["kernel"]).max()) > 0  # the update moved something
 
 
-def test_evaluation_and_matches_pass_the_state_mask():
-    """evaluate.play and play.make_match give a constrained policy the env's mask each turn: an untrained model
-    in both tic-tac-toe seats never names a taken cell (an illegal move costs -2, so every episode's summed
-    return is 0). With the mask replaced by "every cell" the same games do break the rules: the check can fail."""
+def _state_mask_games():
+    """tic-tac-toe played by an untrained constrained policy in both seats, 32 games each: evaluate.play with the
+    env's mask, play.make_match with it, and evaluate.play with the mask replaced by "every cell"."""
     from jaxmarl_llm.train import evaluate, play
 
     trainer = lm_rl.make_train(_game_config("tic_tac_toe", "constrained"))
     env, policy = trainer.env, trainer.policy
     act = evaluate.lm_actor(policy, trainer.base)
     masked = jax.device_get(jax.jit(lambda k: evaluate.play(k, env, act, 32, 9))(jax.random.PRNGKey(3)))
-    np.testing.assert_array_equal(masked["return"], 0.0)
-    assert masked["moves"].min() >= 5  # a game lasts five moves at least
-
     # matches keep each seat's KV cache (transcripts.act_rows); re-reading is evaluate's policy.sample above
     match = play.make_match(env, policy, ("lm", "lm"), 9, incremental=True)
     outcomes = jax.device_get(match(jax.random.PRNGKey(4), trainer.base, (None, None), 32)[1])
-    assert not np.asarray(outcomes.illegal).any() and not np.asarray(outcomes.format_error).any()
-    np.testing.assert_array_equal(np.asarray(outcomes.ret).sum(-1), 0.0)
     original = type(env).candidate_mask
     try:
         type(env).candidate_mask = lambda self, state: jnp.ones((2, len(self.action_candidates)), bool)
         unmasked = jax.device_get(jax.jit(lambda k: evaluate.play(k, env, act, 32, 9))(jax.random.PRNGKey(3)))
     finally:
         type(env).candidate_mask = original
+    return ({k: np.asarray(v) for k, v in masked.items()},
+            {k: np.asarray(getattr(outcomes, k)) for k in ("illegal", "format_error", "ret")},
+            {k: np.asarray(v) for k, v in unmasked.items()})
+
+
+def test_evaluation_and_matches_pass_the_state_mask():
+    """evaluate.play and play.make_match give a constrained policy the env's mask each turn: an untrained model
+    in both tic-tac-toe seats never names a taken cell (an illegal move costs -2, so every episode's summed
+    return is 0). With the mask replaced by "every cell" the same games do break the rules: the check can fail.
+    Run at XLA's default optimization level (tests/fresh_process.py): its time is playing, not compiling."""
+    from fresh_process import run_optimized
+
+    masked, outcomes, unmasked = run_optimized(_state_mask_games)
+    np.testing.assert_array_equal(masked["return"], 0.0)
+    assert masked["moves"].min() >= 5  # a game lasts five moves at least
+    assert not outcomes["illegal"].any() and not outcomes["format_error"].any()
+    np.testing.assert_array_equal(outcomes["ret"].sum(-1), 0.0)
     assert (unmasked["return"] < 0).any()

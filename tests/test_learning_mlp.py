@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from configs import spread_mlp
+from fresh_process import run_optimized
 from jaxmarl_llm.train import mlp_ppo
 
 RANDOM_TEAM_RETURN = -80.0  # uniform random policy on simple_spread N=3, 25-step episodes (first update)
@@ -21,7 +22,7 @@ def _curve(algo: str, timesteps: int) -> np.ndarray:
 
 @pytest.mark.parametrize("algo", ["ippo", "mappo"])
 def test_spread_team_return_rises(algo):
-    curve = _curve(algo, 600_000)  # lr 1e-3 (configs/spread_mlp.py): ~-60.5 here, ~-62 at 400k
+    curve = run_optimized(_curve, algo, 600_000)  # lr 1e-3 (configs/spread_mlp.py): ~-60.5 here, ~-62 at 400k
     start, end = curve[:5].mean(), curve[-10:].mean()
     assert start < -72.0, f"untrained team return {start:.1f} should be near random ({RANDOM_TEAM_RETURN})"
     assert end > -62.0, f"{algo}: team return after 600k steps is {end:.1f}, expected > -62"

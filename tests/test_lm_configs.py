@@ -87,7 +87,8 @@ def test_debate(tmp_path, variant):
         assert tuple(config.frozen_agents) == (2,) and config.env_kwargs.judge == "lm"
 
 
-@pytest.mark.parametrize("variant", ["", ":mappo"])
+# the default variant as shipped runs 120 updates in test_spread_lm_learns_by_rl_from_a_random_model (formats 0)
+@pytest.mark.parametrize("variant", [pytest.param("", marks=pytest.mark.slow), ":mappo"])
 def test_spread_is_an_lm_policy_on_tokenized_spread(tmp_path, variant):
     """Default: constrained moves, the world-state critic; `:mappo`: the transcript critic on a game whose prompts
     are rewritten each turn (read turn by turn)."""
@@ -200,6 +201,19 @@ def _shipped_run(spec: str, **overrides):
     return config, trainer, state, chunk_fn(trainer, mesh, config.run.updates_per_chunk)
 
 
+def _spread_curve(updates: int) -> tuple[list[float], list[float]]:
+    """configs/spread.py's first `updates` updates, as experiments/train.py runs them: (team return, format errors)."""
+    import numpy as np
+
+    config, trainer, state, step = _shipped_run("spread.py")
+    team, errors = [], []
+    for _ in range(updates // config.run.updates_per_chunk):
+        state, metrics = step(state, trainer.hparams)
+        team.extend(np.asarray(metrics["team_return"]).tolist())
+        errors.extend(np.asarray(metrics["format_error_rate"]).tolist())
+    return team, errors
+
+
 def test_spread_lm_learns_by_rl_from_a_random_model():
     """configs/spread.py as shipped (a random tiny model, constrained moves, PPO, seed 0), its first 120 updates
     run as experiments/train.py runs them (chunks of `run.updates_per_chunk`): the team return's mean over
@@ -207,12 +221,9 @@ def test_spread_lm_learns_by_rl_from_a_random_model():
     moves; uniform random moves score -80). ~2.5 min on 2 idle cores."""
     import numpy as np
 
-    config, trainer, state, step = _shipped_run("spread.py")
-    team, errors = [], []
-    for _ in range(120 // config.run.updates_per_chunk):
-        state, metrics = step(state, trainer.hparams)
-        team.extend(np.asarray(metrics["team_return"]).tolist())
-        errors.extend(np.asarray(metrics["format_error_rate"]).tolist())
+    from fresh_process import run_optimized
+
+    team, errors = run_optimized(_spread_curve, 120)
     assert max(errors) == 0.0
     start, end = np.mean(team[:10]), np.mean(team[100:120])
     assert end >= start + 10.0, f"team return {start:.1f} (updates 1-10) -> {end:.1f} (101-120)"

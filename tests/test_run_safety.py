@@ -208,6 +208,14 @@ def test_cli_unknown_config_variant_is_one_line(spec, says):
     assert f"configs/{spec}" in line and says in line, line
 
 
+def test_cli_verbose_shows_the_traceback_behind_the_line(tmp_path):
+    out = _cli(f"--config={SPREAD_MLP}", "--config.resume=yes", "--verbose", cwd=str(tmp_path))
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and lines[0] == "Traceback (most recent call last):", out.stderr
+    assert lines[-1].startswith("error: ") and "config.resume" in lines[-1], lines[-1]
+    assert os.listdir(tmp_path) == []
+
+
 # ---------------------------------------------------------------- 6. a torn metrics row
 
 
