@@ -212,6 +212,42 @@ def test_critic_lr_steps_the_critic_alone():
     np.testing.assert_allclose(moved[1e-12][1], moved[0.0][1], rtol=0.2)  # adapters: the policy lr either way
 
 
+def test_value_norm_learns_normalised_returns():
+    """critic.value_norm: after one update of a one-turn game (the return is the turn's reward) the running mean
+    is the mean episode return, the critic regresses on returns in standard units, and PPO with it still learns."""
+    from jaxmarl_llm.algos import value_norm
+
+    config = _config("ppo")
+    config.critic.value_norm = True
+    trainer = _make(config)
+    state, metrics = _run(trainer, 1)
+    mean, std = value_norm.stats(state.value_norm)
+    np.testing.assert_allclose(float(mean), float(metrics["episode_return"][0]), rtol=1e-4)
+    assert 0.05 < float(std) < 0.5, float(std)  # rewards in [0, 1]
+    _, metrics = _run(trainer, 40)
+    curve = np.asarray(metrics["episode_return"])
+    assert curve[-5:].mean() > 0.7, f"mean reward after 40 updates {curve[-5:].mean():.2f}"
+
+
+def test_lora_plus_steps_b_by_the_ratio():
+    """lora.lr_ratio (LoRA+): the adapters' B matrices step lr x ratio, their A matrices and the critic lr."""
+    import dataclasses
+
+    config = _config("mappo")
+    config.lora.lr_ratio = 4.0
+    config.critic.lr = 0.5
+    trainer = _make(config)
+    plan = dataclasses.replace(trainer.plan, critic_lr=True)
+    tx = lm_rl.make_tx(plan, trainer.hparams)
+    params = {"lora": {"q": {"a": jnp.zeros((2, 3)), "b": jnp.zeros((3, 2))}}, "critic": {"w": jnp.zeros((2,))}}
+    # a constant gradient: Adam's normalised first step is 1, so each leaf moves by its own learning rate
+    updates, _ = tx.update(jax.tree.map(jnp.ones_like, params), tx.init(params), params)
+    lr = float(trainer.hparams.lr)
+    np.testing.assert_allclose(-updates["lora"]["q"]["a"], lr, rtol=1e-4)
+    np.testing.assert_allclose(-updates["lora"]["q"]["b"], 4 * lr, rtol=1e-4)
+    np.testing.assert_allclose(-updates["critic"]["w"], 0.5, rtol=1e-4)
+
+
 def test_anneal_lr_falls_linearly_to_zero():
     """anneal_lr: PPO's schedule over the run's updates, counted in optimizer steps (epochs x minibatches)."""
     import dataclasses

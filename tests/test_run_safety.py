@@ -171,6 +171,16 @@ def test_learning_rates_must_be_positive(kind, value):
         VALIDATE[kind](config)
 
 
+@pytest.mark.parametrize("kind", ["lm_rl", "sft", "dpo"])
+@pytest.mark.parametrize("key,value,match", [("rank", 0, "must be an integer > 0"), ("lr_ratio", 0.0, "must be > 0"),
+                                             ("lr_ratio", -4.0, "must be > 0"), ("lr_ratio", math.nan, "must be > 0")])
+def test_lora_settings_are_checked(kind, key, value, match):
+    config = _valid(kind)
+    config.lora[key] = value
+    with pytest.raises(ConfigError, match=rf"config\.lora\.{key}: {match}"):
+        VALIDATE[kind](config)
+
+
 @pytest.mark.parametrize("value", [-1.0, math.nan])
 def test_critic_lr_must_be_non_negative(value):
     config = _valid("lm_rl")

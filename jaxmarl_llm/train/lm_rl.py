@@ -32,6 +32,7 @@ import optax
 from flax import struct
 from jax.sharding import PartitionSpec as P
 
+from jaxmarl_llm.algos import value_norm
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, token_advantages
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
@@ -42,7 +43,7 @@ from jaxmarl_llm.train.lm_rollout import episode_metrics, rollout
 from jaxmarl_llm.train.lm_scoring import episode_seqs, minibatch_grads, token_values
 from jaxmarl_llm.train.lm_setup import setup_lm
 from jaxmarl_llm.train.mesh import global_index
-from jaxmarl_llm.train.optim import linear_decay, optimizer
+from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
 
 
 @struct.dataclass
@@ -53,6 +54,7 @@ class LMRunnerState:
     update_step: jax.Array
     pool: Any = None  # opponent snapshots: lora leaves [P, ...] (None without a pool)
     algo_state: Any = None  # a stateful estimator's state (RAE: per-role baselines [A]); None for the others
+    value_norm: Any = None  # the critic targets' running statistics (algos/value_norm.py); None when off
 
 
 class LMTrainer(NamedTuple):
@@ -97,7 +99,8 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         use_kl=float(config.kl_coef) != 0.0 or float(config.guard.max_kl_ref) > 0,  # the KL guard reads kl_ref
         grpo_normalize_std=bool(config.grpo_normalize_std), grpo_aggregation=config.grpo_aggregation,
         anneal_lr=bool(config.anneal_lr), num_updates=max(int(config.total_episodes // config.num_envs), 1),
-        critic_lr=float(config.critic.lr) > 0.0,
+        critic_lr=float(config.critic.lr) > 0.0, value_norm=bool(config.critic.value_norm),
+        lora_lr_ratio=float(config.lora.lr_ratio),
         eval_every=int(config.in_graph_eval.every), eval_episodes=int(config.in_graph_eval.episodes),
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
     )
@@ -121,11 +124,12 @@ def make_train(config, env=None) -> LMTrainer:
         init_state = ALGORITHMS[plan.algo].init_state
         algo_state = None if init_state is None else init_state(plan.num_agents)
         return LMRunnerState(trainable, make_tx(plan, hp).init(trainable), key, jnp.zeros((), jnp.int32), pool,
-                             algo_state)
+                             algo_state, value_norm.init() if plan.value_norm else None)
 
     stateful = ALGORITHMS[plan.algo].init_state is not None
     state_specs = LMRunnerState(trainable=P(), opt_state=P(), key=P(), update_step=P(),
-                                pool=P() if plan.pool_size else None, algo_state=P() if stateful else None)
+                                pool=P() if plan.pool_size else None, algo_state=P() if stateful else None,
+                                value_norm=P() if plan.value_norm else None)
     return LMTrainer(
         setup.env, config, LMHParams.from_config(config), policy, setup.base, init,
         functools.partial(update, plan, setup.env, policy), state_specs, int(config.total_episodes // plan.num_envs),
@@ -144,9 +148,10 @@ def make_tx(plan: Plan, hp: LMHParams) -> optax.GradientTransformation:
         return optimizer(linear_decay(lr, steps_per_update, plan.num_updates, True) if plan.anneal_lr else lr,
                          hp.max_grad_norm)
 
+    policy_tx = lora_plus(adam(hp.lr), plan.lora_lr_ratio)  # LoRA+: B steps lora.lr_ratio x the lr
     if not plan.critic_lr:
-        return adam(hp.lr)
-    return optax.multi_transform({"policy": adam(hp.lr), "critic": adam(hp.critic_lr)}, _critic_labels)
+        return policy_tx
+    return optax.multi_transform({"policy": policy_tx, "critic": adam(hp.critic_lr)}, _critic_labels)
 
 
 def _critic_labels(trainable) -> dict:
@@ -172,7 +177,9 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
     seqs = episode_seqs(plan, final_tokens, train_turns, seats.learns) if plan.incremental else None  # [N, A_l, W]
 
     # 3. advantages [T, N, A_l] (token credit: [T, N, A_l, M]) and value targets
-    algo_state = state.algo_state
+    algo_state, vn = state.algo_state, state.value_norm
+    if vn is not None:  # the critic speaks in normalised units: GAE reads returns' units
+        turns = turns._replace(value=value_norm.denormalize(vn, turns.value) * turns.acted)
     if plan.token_credit:
         values = token_values(plan, policy, base, state.trainable, train_turns, seqs)
         adv, ret = token_advantages(train_turns.reward, values, train_turns.token_mask(), hp)
@@ -185,6 +192,11 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
             adv, ret, algo_state = algo.advantages(turns.reward, turns.value, turns.acted, hp, **algo_kw,
                                                    state=state.algo_state, learns=seats.learns, axis_name=axis_name)
         adv, ret = lm_seats.loss_view(plan, adv, seats.learns), lm_seats.loss_view(plan, ret, seats.learns)
+    if vn is not None:  # the value loss regresses on normalised returns (the statistics include this batch)
+        vn = value_norm.update(vn, ret, train_turns.acts, axis_name)
+        ret = value_norm.normalize(vn, ret)
+        train_turns = train_turns._replace(value=value_norm.normalize(vn, lm_seats.loss_view(
+            plan, turns.value, seats.learns)) * train_turns.acts)  # what value clipping clips around
 
     # 4. epochs of minibatch gradient steps
     tx = make_tx(plan, hp)
@@ -226,7 +238,7 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
     if plan.eval_every:
         metrics.update(in_graph_eval(plan, env, policy, base, trainable, step))
     pool = lm_seats.refresh_pool(plan, state.pool, trainable["lora"], step)
-    return LMRunnerState(trainable, opt_state, key, step, pool, algo_state), metrics
+    return LMRunnerState(trainable, opt_state, key, step, pool, algo_state, vn), metrics
 
 
 def zero_advantage_share(adv: jax.Array, acts: jax.Array, axis_name: str | None) -> jax.Array:

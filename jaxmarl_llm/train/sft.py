@@ -54,7 +54,7 @@ from jaxmarl_llm.train import jsonl
 from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.train.lm_setup import setup_lm
 from jaxmarl_llm.train.mesh import global_index
-from jaxmarl_llm.train.optim import Schedule, optimizer, warmup_cosine
+from jaxmarl_llm.train.optim import Schedule, lora_plus, optimizer, warmup_cosine
 from jaxmarl_llm.train.scripted import Transcripts, collect, make_script, policy_script
 
 
@@ -176,9 +176,11 @@ def keep_episodes(data: Transcripts, keep: jax.Array) -> Transcripts:
 
 def adamw(hp, num_updates: int, config) -> tuple[optax.GradientTransformation, Schedule]:
     """(tx, lr_at) of SFT and DPO: AdamW (eps 1e-8) on clipped gradients; `config.warmup_updates` of linear
-    warmup, then cosine to 10% of hp.lr at the last update (or constant: `config.anneal_lr` False)."""
+    warmup, then cosine to 10% of hp.lr at the last update (or constant: `config.anneal_lr` False); LoRA+ with
+    `config.lora.lr_ratio`."""
     lr_at = warmup_cosine(hp.lr, num_updates, config.warmup_updates, bool(config.anneal_lr))
-    return optimizer(lr_at, hp.max_grad_norm, eps=1e-8, weight_decay=hp.weight_decay), lr_at
+    tx = optimizer(lr_at, hp.max_grad_norm, eps=1e-8, weight_decay=hp.weight_decay)
+    return lora_plus(tx, float(config.lora.lr_ratio)), lr_at
 
 
 def make_train(config, env=None) -> SFTTrainer:

@@ -83,7 +83,11 @@ def check_mesh(config: ml_collections.ConfigDict, key: str, per_device: int = 1,
 
 
 def check_model_checkpoint(config: ml_collections.ConfigDict) -> None:
-    """model.checkpoint: "" (a random model) or a local Hugging Face folder."""
+    """model.checkpoint: "" (a random model) or a local Hugging Face folder; the adapters' rank and LoRA+ ratio."""
+    _require(isinstance(config.lora.rank, int) and config.lora.rank > 0, "lora.rank",
+             f"must be an integer > 0, got {config.lora.rank!r}")
+    _require(isinstance(config.lora.lr_ratio, (int, float)) and config.lora.lr_ratio > 0, "lora.lr_ratio",
+             f"must be > 0 (1 = plain LoRA, LoRA+ uses 4-16), got {config.lora.lr_ratio!r}")
     if config.model.checkpoint:
         _require(os.path.isdir(config.model.checkpoint), "model.checkpoint",
                  f"{config.model.checkpoint!r} is not a folder; pass a local Hugging Face model folder")

@@ -38,7 +38,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
             "init_std": 0.1,
         }
     )
-    c.lora = ml_collections.ConfigDict({"rank": 16, "alpha": 32.0, "targets": ("q", "k", "v", "o", "gate", "up", "down")})
+    # lr_ratio: LoRA+ (Hayou et al. 2024), the B matrices' lr over A's (1 = plain LoRA; the paper uses ~16)
+    c.lora = ml_collections.ConfigDict({"rank": 16, "alpha": 32.0, "targets": ("q", "k", "v", "o", "gate", "up", "down"),
+                                        "lr_ratio": 1.0})
     c.sampling = ml_collections.ConfigDict({"temperature": 1.0, "top_k": 0, "top_p": 1.0})
     # how a reply is produced (policies/candidates.py): "free" text; "constrained" decoding that can only spell one
     # of the env's valid replies (a prefix trie); "scored": one forward scores every valid reply and the action is
@@ -55,7 +57,8 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # an MLP (hidden units below) over every seat's transcript summary; "world_state" = that MLP over the env's
     # world state (MPE: positions and velocities, as the MLP job's MAPPO critic) (policies/central_critic.py)
     # lr: > 0 gives the critic (or the value heads) its own Adam at this learning rate (0: one Adam, config.lr)
-    c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256, "lr": 0.0})
+    # value_norm: the critic learns returns normalised by running statistics (MAPPO's ValueNorm, algos/value_norm.py)
+    c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256, "lr": 0.0, "value_norm": False})
     # PPO's credit: "turn" = GAE over the seat's turns, every token of a turn gets its turn's advantage;
     # "token" = GAE over generated tokens (turn reward on the turn's last token, a value per token)
     c.credit = "turn"
@@ -149,6 +152,9 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(isinstance(config.critic.lr, (int, float)) and config.critic.lr >= 0, "critic.lr",
              f"must be a learning rate > 0, or 0 for the policy's lr, got {config.critic.lr!r}")
     _require(config.critic.lr == 0 or critic, "critic.lr", f"{config.algo} has no critic to give a learning rate")
+    _require(not config.critic.value_norm or critic, "critic.value_norm", f"{config.algo} has no critic to normalise")
+    _require(not config.critic.value_norm or config.credit == "turn", "critic.value_norm",
+             "is for turn-level credit (credit='turn'); token-level values are not normalised")
     check_mesh(config, "num_envs", per_device=config.group_size, why=lambda n_dev: (
         f"{config.num_envs} must be a multiple of num_devices x group_size = {n_dev} x {config.group_size}"))
     check_one_update(config)
