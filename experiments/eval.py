@@ -37,7 +37,7 @@ _SEED = flags.DEFINE_integer("seed", 0, "Seed of resets, sampling and the script
 
 
 def restore_adapter(trainer, run_dir: str, slot: int):
-    """One adapter slot (no slot axis) from the latest checkpoint of `run_dir`."""
+    """(one adapter slot (no slot axis), the run's trained base or None) from the latest checkpoint of `run_dir`."""
     like = jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams)
     ckpt = Checkpoints(os.path.join(run_dir, "checkpoints"))
     try:
@@ -45,18 +45,25 @@ def restore_adapter(trainer, run_dir: str, slot: int):
         print(f"restored {run_dir} at update {ckpt.latest_step()}")
     finally:
         ckpt.close()
-    return jax.tree.map(lambda x: x[slot], state.trainable["lora"])
+    return jax.tree.map(lambda x: x[slot], state.trainable["lora"]), state.trainable.get("base")
 
 
-def opponent_player(trainer, spec: str, me: play.Player) -> play.Player:
+def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> play.Player:
     if spec in play.SCRIPTED:
         return play.Player(spec)
+    if trained_base and spec != "self":  # both seats of a match run one base
+        raise app.UsageError(f"--opponent={spec!r}: the checkpoint trained its base (train_base); play it against "
+                             "random, minimax or self")
     if spec == "base":
         return play.Player("lm", None)
     if spec == "self":
         return me
     if os.path.isdir(spec):
-        return play.Player("lm", restore_adapter(trainer, spec, 0))
+        lora, other_base = restore_adapter(trainer, spec, 0)
+        if other_base is not None:
+            raise app.UsageError(f"--opponent={spec!r} trained its base (train_base): it can only play random, "
+                                 "minimax or itself")
+        return play.Player("lm", lora)
     raise app.UsageError(f"--opponent={spec!r}: expected random, minimax, base, self or a run directory")
 
 
@@ -72,12 +79,14 @@ def main(argv):
     trainer = lm_rl.make_train(config)
     env = trainer.env
     policy = play.with_temperature(trainer.policy, _TEMPERATURE.value)
-    me = play.Player("lm", restore_adapter(trainer, _CHECKPOINT.value, _SLOT.value) if _CHECKPOINT.value else None)
+    lora, trained_base = restore_adapter(trainer, _CHECKPOINT.value, _SLOT.value) if _CHECKPOINT.value else (None, None)
+    me = play.Player("lm", lora)
+    base = trainer.base if trained_base is None else trained_base
     key = jax.random.PRNGKey(_SEED.value)
     if env.num_agents == 1:
         seat_games = [(0, (me,))]
     elif env.num_agents == 2:
-        other = opponent_player(trainer, _OPPONENT.value, me)
+        other = opponent_player(trainer, _OPPONENT.value, me, trained_base is not None)
         seat_games = [(0, (me, other)), (1, (other, me))]
     else:
         raise app.UsageError(f"{config.env_name} has {env.num_agents} seats; eval.py plays one- and two-seat games")
@@ -88,7 +97,7 @@ def main(argv):
     totals = {}
     for seat, players in seat_games:
         match = play.make_match(env, policy, play.kinds(players), config.num_turns)
-        state, outcomes = match(jax.random.fold_in(key, seat), trainer.base, play.loras(players), per_seat)
+        state, outcomes = match(jax.random.fold_in(key, seat), base, play.loras(players), per_seat)
         stats = play.summarize(outcomes, seat)
         for k, v in stats.items():
             totals[k] = totals.get(k, 0.0) + float(v) * per_seat

@@ -79,6 +79,8 @@ def _config(algo: str, **kw):
         algo, c.critic.kind = "ppo", "mappo"
     if algo == "ppo_token":  # PPO with token-level credit and value clipping
         algo, c.credit, c.clip_value = "ppo", "token", True
+    if algo == "grpo_base":  # GRPO training every weight of the model (train_base), not only the adapters
+        algo, c.train_base = "grpo", True
     c.algo = algo
     c.num_turns, c.num_envs, c.group_size = 1, 16, (1 if algo == "ppo" else 8)
     c.share_policy = False
@@ -114,7 +116,7 @@ def test_first_ratio_is_one_and_frozen_adapters_stay_zero():
     assert max(frozen_b) == 0.0 and max(learner_b) > 0.0
 
 
-@pytest.mark.parametrize("algo", ["grpo", "rloo", "ppo", "mappo", "ppo_token"])
+@pytest.mark.parametrize("algo", ["grpo", "rloo", "ppo", "mappo", "ppo_token", "grpo_base"])
 def test_each_agent_learns_its_own_character_class(algo):
     trainer = _make(_config(algo))
     _, metrics = _run(trainer, 40)
@@ -210,6 +212,30 @@ def test_critic_lr_steps_the_critic_alone():
     assert moved[0.0][0] > 1e-4 and moved[1e-12][0] < 1e-9, moved  # the critic: moves / stays
     assert moved[0.0][1] > 1e-4
     np.testing.assert_allclose(moved[1e-12][1], moved[0.0][1], rtol=0.2)  # adapters: the policy lr either way
+
+
+def test_train_base_trains_the_model_and_keeps_the_initial_one_as_reference():
+    """train_base: the model's own weights join the trainable tree and move; acting and the loss run them (first
+    ratio exactly 1), the KL reference is the initial model (kl_ref 0 at the first minibatch), evaluation plays
+    them, and seats that would play the untrained base are refused."""
+    from jaxmarl_llm.train import evaluate
+
+    config = _config("grpo", update_epochs=1, share_policy=True, train_base=True, kl_coef=0.1)
+    trainer = _make(config)
+    start = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    state, metrics = _run(trainer, 2)
+    assert float(metrics["approx_kl"][0]) < 1e-7 and float(metrics["kl_ref"][0]) < 1e-7
+    assert float(metrics["kl_ref"][1]) > 1e-6
+    moved = jax.tree.map(lambda a, b: float(np.abs(np.asarray(a) - np.asarray(b)).max()),
+                         state.trainable["base"], start.trainable["base"])
+    assert min(jax.tree.leaves(moved)) > 0.0  # every weight of the model learns
+    same = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)), start.trainable["base"], trainer.base)
+    assert all(jax.tree.leaves(same))  # it starts as the base
+    assert evaluate.slot_seat_weights(trainer, state).params is state.trainable["base"]
+    for bad in ({"frozen_agents": (1,)}, {"opponent_pool": {"size": 2, "refresh_every": 10, "random": 0.0,
+                                                              "minimax": 0.0}}):
+        with pytest.raises(ConfigError, match=r"config\.train_base: frozen seats and snapshot pools"):
+            validate_lm_rl(_config("grpo", share_policy=True, train_base=True, **bad))
 
 
 def test_value_norm_learns_normalised_returns():

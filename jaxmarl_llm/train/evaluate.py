@@ -152,8 +152,9 @@ def shared_seat_weights(trainer, state) -> SeatWeights:
 
 def slot_seat_weights(trainer, state) -> SeatWeights:
     """lm_rl: each agent acts with its adapter slot (`trainer.slot_of_agent`), frozen agents at scale 0."""
-    per_agent = jax.tree.map(lambda x: x[jnp.asarray(trainer.slot_of_agent)], state.trainable)
-    return SeatWeights(trainer.base, per_agent, trainer.agent_scale)
+    slots = {k: v for k, v in state.trainable.items() if k != "base"}
+    per_agent = jax.tree.map(lambda x: x[jnp.asarray(trainer.slot_of_agent)], slots)
+    return SeatWeights(state.trainable.get("base", trainer.base), per_agent, trainer.agent_scale)
 
 
 def trained_actor(trainer, weights: SeatWeights) -> Actor:

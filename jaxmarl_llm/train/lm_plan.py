@@ -81,6 +81,7 @@ class Plan:
     num_updates: int = 1
     critic_lr: bool = False  # the critic / value head steps with its own Adam and lr (hp.critic_lr)
     value_norm: bool = False  # the critic learns normalised returns (algos/value_norm.py; config.critic.value_norm)
+    train_base: bool = False  # the base's weights train too (trainable["base"]); config.train_base
     lora_lr_ratio: float = 1.0  # LoRA+: B's lr over A's (config.lora.lr_ratio; static: 1 keeps plain Adam's state)
     # in-graph evaluation: every `eval_every` updates (and after the first) greedy games against the game's
     # built-in players (0 = off); train/play.py `versus_builtins`

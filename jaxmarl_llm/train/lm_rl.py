@@ -48,7 +48,8 @@ from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
 
 @struct.dataclass
 class LMRunnerState:
-    trainable: Any  # {"lora": ..., "value_head": ...}, leaves [S, ...] (S adapter slots); MAPPO adds "critic"
+    trainable: Any  # {"lora": ..., "value_head": ...}, leaves [S, ...] (S adapter slots); MAPPO adds "critic",
+    # train_base adds "base" (the model's own weights, no slot axis)
     opt_state: Any
     key: jax.Array
     update_step: jax.Array
@@ -100,7 +101,7 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         grpo_normalize_std=bool(config.grpo_normalize_std), grpo_aggregation=config.grpo_aggregation,
         anneal_lr=bool(config.anneal_lr), num_updates=max(int(config.total_episodes // config.num_envs), 1),
         critic_lr=float(config.critic.lr) > 0.0, value_norm=bool(config.critic.value_norm),
-        lora_lr_ratio=float(config.lora.lr_ratio),
+        lora_lr_ratio=float(config.lora.lr_ratio), train_base=bool(config.train_base),
         eval_every=int(config.in_graph_eval.every), eval_episodes=int(config.in_graph_eval.episodes),
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
     )
@@ -116,6 +117,8 @@ def make_train(config, env=None) -> LMTrainer:
     def init(key: jax.Array, hp: LMHParams) -> LMRunnerState:
         key, k_init = jax.random.split(key)
         trainable = policy.init_trainable(k_init, num_agents=plan.num_slots)
+        if plan.train_base:  # every weight of the model learns (a tiny model from scratch); base stays the reference
+            trainable["base"] = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), setup.base)
         if plan.central:
             trainable["critic"] = central_critic.critic_init(
                 jax.random.fold_in(k_init, 7), plan.num_agents, plan.world_critic or policy.cfg.hidden_size,
@@ -262,7 +265,7 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
                        for a, s in enumerate(plan.slot_of_agent))
 
     def games():
-        return {f"eval/{k}": v for k, v in versus(base, seat_loras).items()}
+        return {f"eval/{k}": v for k, v in versus(trainable.get("base", base), seat_loras).items()}
 
     def skipped():
         return jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(games))

@@ -23,9 +23,16 @@ from jaxmarl_llm.train.lm_seats import loss_view, per_agent
 Scores = tuple  # (logprob, entropy, value), each [B, N, A_l, M]
 
 
+def model_weights(trainable, base, reference: bool = False):
+    """The base weights the policy runs: its own trained copy with `train_base` (trainable["base"]), else the
+    frozen base. The KL reference is always the frozen (initial) base."""
+    return base if reference else trainable.get("base", base)
+
+
 def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:
     """batch fields [B, N, A_l, ...] -> logprob, entropy, value [B, N, A_l, M] (value: at each token's context;
     [..., 0] is the turn's)."""
+    base = model_weights(trainable, base, reference)
     agents_tr = per_agent(plan, trainable, plan.loss_agents)
     if plan.actions != "free":
         return _score_slice_candidates(plan, policy, base, agents_tr, batch, reference)
@@ -82,6 +89,7 @@ def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, 
                    reference: bool = False, width: int | None = None) -> Scores:
     """One forward per (env, loss seat) over its episode (seqs [n, A_l, W]) scores every turn;
     batch fields [T, n, A_l, ...] -> logprob, entropy, value [T, n, A_l, M]."""
+    base = model_weights(trainable, base, reference)
     agents_tr = per_agent(plan, trainable, plan.loss_agents)
     mask = batch.token_mask()
     need = transcripts.needed_width(batch.prompt_len, mask)  # one width for all agents (an unbatched switch)

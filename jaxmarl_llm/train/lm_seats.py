@@ -141,7 +141,7 @@ def league_opponents(plan: Plan, key: jax.Array, gid: jax.Array) -> jax.Array:
 
 def per_agent(plan: Plan, trainable, agents: tuple[int, ...]):
     """Slot-stacked trainable [S, ...] -> one entry per listed seat [A', ...] (a gather: grads flow back)."""
-    per_slot = {k: v for k, v in trainable.items() if k != "critic"}  # the central critic has no slot axis
+    per_slot = {k: v for k, v in trainable.items() if k not in ("critic", "base")}  # no slot axis on these
     return jax.tree.map(lambda x: x[plan.slots()[jnp.asarray(agents)]], per_slot)
 
 

@@ -64,6 +64,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.credit = "turn"
     c.clip_value = False  # PPO value clipping (by clip_eps) around the values the advantages used
     c.share_policy = True  # one adapter for every learning agent, or one per agent
+    # True: every weight of the model learns too, not only the adapters (a tiny model from scratch); the base is
+    # shared by the learning seats, and the KL reference is the initial model. Float32 copy + Adam: 3x its memory
+    c.train_base = False
     # agent index -> adapter slot, e.g. (0, 0, 0, 1): tag's predators share adapter 0, the prey has adapter 1
     # (roles on one base); () = share_policy decides
     c.adapter_of_agent = ()
@@ -160,6 +163,8 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     check_one_update(config)
     _require(config.kl_estimator in ("k1", "k2", "k3"), "kl_estimator", "must be k1, k2 or k3")
     _check_seats(config)
+    _require(not config.train_base or (not config.frozen_agents and config.opponent_pool.size == 0), "train_base",
+             "frozen seats and snapshot pools play the untrained base; use train_base=False with them")
     _check_actions(config)
     check_eval_episodes(config)
     _check_in_graph_eval(config)
