@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from jaxmarl_llm.train import multihost  # noqa: E402
 from jaxmarl_llm.train.cli import check_overrides, main_guard, maybe_init_distributed  # noqa: E402
 from jaxmarl_llm.train.entry import train_from_config  # noqa: E402
 
@@ -29,6 +30,8 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
     maybe_init_distributed()
     result = train_from_config(_CONFIG.value)
+    if not multihost.primary():  # one process of several: the primary reports the run
+        return
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in result["metrics"].items()})
     print(f"outputs in {result['out_dir']}")
 

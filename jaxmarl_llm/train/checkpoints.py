@@ -2,7 +2,9 @@
 
 Because the runner state is everything the next update depends on, restoring
 it and running on gives bit-for-bit the numbers the uninterrupted run would
-have produced.
+have produced. Under several processes (train/multihost.py) every process calls save and
+restore with the same global state: orbax writes each shard from the process that holds it, and the
+metadata from the primary.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from jaxmarl_llm.train import multihost
 from jaxmarl_llm.train.errors import DiskFullError
 
 MB = 2**20
@@ -48,7 +51,7 @@ class Checkpoints:
         """Refuse a save the disk cannot hold: a save that runs out of space midway fails deep inside orbax's
         writer threads (hundreds of lines), and leaves a temporary folder behind."""
         need, free = self.size_needed(state), shutil.disk_usage(self.directory).free
-        if free < need:
+        if not multihost.agree(free >= need):  # every process saves, or none does
             raise DiskFullError(f"no space for checkpoint {step} in {self.directory}: it needs about "
                                 f"{need / MB:.1f} MB and the disk has {free / MB:.1f} MB free", self.directory)
 

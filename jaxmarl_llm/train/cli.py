@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import traceback
-from typing import NoReturn
+from typing import Any, Mapping, NoReturn
 
 import ml_collections
 from absl import flags
@@ -149,9 +149,44 @@ def main_guard(fn):
     return wrapped
 
 
-def maybe_init_distributed() -> None:
-    """On a multi-host pod (JAXMARL_MULTIHOST=1, set by tpu_scripts/launch.sh) join all hosts into one mesh."""
-    if os.environ.get("JAXMARL_MULTIHOST") == "1":
-        import jax
+# a plain multi-node launcher (and tests/test_multiprocess.py) names the coordinator and each process's rank
+COORDINATOR, NUM_PROCESSES, PROCESS_ID, LOCAL_DEVICE_IDS = (
+    "JAXMARL_COORDINATOR", "JAXMARL_NUM_PROCESSES", "JAXMARL_PROCESS_ID", "JAXMARL_LOCAL_DEVICE_IDS")
 
-        jax.distributed.initialize()
+
+def distributed_settings(environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """jax.distributed.initialize's keywords from the environment; None: a single-process run.
+
+    JAXMARL_COORDINATOR=host:port with JAXMARL_NUM_PROCESSES and JAXMARL_PROCESS_ID (and optionally
+    JAXMARL_LOCAL_DEVICE_IDS=0,1) start one process of an explicit group; JAXMARL_MULTIHOST=1 alone lets jax
+    detect the cluster (TPU pod, SLURM, ...): {}. A partial or malformed group is one line, exit status 2."""
+    if not environ.get(COORDINATOR):
+        return {} if environ.get("JAXMARL_MULTIHOST") == "1" else None
+    missing = [name for name in (NUM_PROCESSES, PROCESS_ID) if not environ.get(name)]
+    if missing:
+        fail(f"{COORDINATOR} is set but {' and '.join(missing)} is not: set all three to start one process of a group")
+    try:
+        settings: dict[str, Any] = {"coordinator_address": environ[COORDINATOR],
+                                    "num_processes": int(environ[NUM_PROCESSES]),
+                                    "process_id": int(environ[PROCESS_ID])}
+        if environ.get(LOCAL_DEVICE_IDS):
+            settings["local_device_ids"] = [int(i) for i in environ[LOCAL_DEVICE_IDS].split(",")]
+    except ValueError:
+        fail(f"{NUM_PROCESSES}, {PROCESS_ID} and {LOCAL_DEVICE_IDS} must be integers (the last a comma list)")
+    if not 0 <= settings["process_id"] < settings["num_processes"]:
+        fail(f"{PROCESS_ID}={settings['process_id']} must be in [0, {NUM_PROCESSES}={settings['num_processes']})")
+    return settings
+
+
+def maybe_init_distributed(environ: Mapping[str, str] | None = None) -> None:
+    """Join this process to its group (distributed_settings) before any jax computation: jax.devices() is then
+    every process's devices and the trainers' mesh spans them all (train/multihost.py). CPU processes exchange
+    collectives through gloo (set here unless the environment chose another implementation)."""
+    settings = distributed_settings(os.environ if environ is None else environ)
+    if settings is None:
+        return
+    import jax
+
+    if jax.config.jax_cpu_collectives_implementation in (None, "", "none"):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(**settings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from jaxmarl_llm.train import multihost
 from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.train.mesh import sharded_chunk
 from jaxmarl_llm.train.run_identity import check_same_run
@@ -37,5 +38,9 @@ def train_from_config(config) -> dict:
 
 
 def after_training(config, trainer, result: dict) -> dict:
-    """The trainer's outputs after the run (SFT / DPO: the exported model; LM runs: held-out greedy results)."""
+    """The trainer's outputs after the run (SFT / DPO: the exported model; LM runs: held-out greedy results).
+    Under several processes only the primary makes them: they are files and prints, and the held-out evaluation
+    runs on one device from the (replicated) trained weights."""
+    if not multihost.primary():
+        return result
     return spec_of(config).after_training(config, trainer, result)

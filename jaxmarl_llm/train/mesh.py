@@ -14,11 +14,14 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from jaxmarl_llm.train import multihost
+
 DATA = "data"
 
 
 def make_mesh(num_devices: int = 0) -> Mesh:
-    """A 1-D mesh over the first `num_devices` devices (0: all), axis `data`, Auto axis type."""
+    """A 1-D mesh over the first `num_devices` devices (0: all; under jax.distributed, every process's), axis
+    `data`, Auto axis type."""
     devices = jax.devices()
     n = len(devices) if num_devices in (0, None) else num_devices
     if n > len(devices):
@@ -32,9 +35,13 @@ def shard_over_data(fn: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> 
 
 
 def put(tree: Any, mesh: Mesh, specs: Any) -> Any:
-    """Place a pytree on the mesh: `specs` is a PartitionSpec pytree prefix of `tree`."""
+    """Place a pytree on the mesh: `specs` is a PartitionSpec pytree prefix of `tree`. Under several processes
+    every process holds the whole `tree` (the same init) and keeps the pieces of its own devices."""
     shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=lambda x: isinstance(x, P))
-    return jax.device_put(tree, shardings)
+    if not multihost.multiprocess():
+        return jax.device_put(tree, shardings)
+    return jax.tree.map(lambda s, sub: jax.tree.map(lambda x: multihost.global_array(x, s), sub), shardings, tree,
+                        is_leaf=lambda x: isinstance(x, NamedSharding))
 
 
 def global_index(num_local: int, axis_name: str | None) -> jax.Array:

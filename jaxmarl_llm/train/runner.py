@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmarl_llm.train import mesh as mesh_lib
+from jaxmarl_llm.train import mesh as mesh_lib, multihost
 from jaxmarl_llm.train.checkpoints import Checkpoints
 from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
 from jaxmarl_llm.train.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
@@ -79,6 +79,31 @@ def clear_run(out_dir: str) -> list[str]:
     return removed
 
 
+def prepare_out_dir(config) -> str:
+    """Check the run folder (a fresh run's is free, a resume's config is the run's), then clear it
+    (run.overwrite) and record config.json; returns it. Under several processes every process checks the folder
+    before the primary changes it, and none goes on before it has: all of them see the same folder."""
+    check_fresh_out_dir(config)
+    out_dir = resume_dir(config) or config.run.out_dir
+    if resume_dir(config) is not None:
+        check_same_run(config, out_dir, announce=multihost.primary())
+    multihost.barrier("run folder checked")
+    if multihost.primary():
+        if resume_dir(config) is None and config.run.overwrite:  # validation refuses overwrite with resume
+            removed = clear_run(out_dir)
+            if removed:
+                print(f"run.overwrite: deleted {', '.join(removed)} of the earlier run in {out_dir}")
+        write_run_record(out_dir, run_record(config))  # what the next resume of this run is compared with
+    multihost.barrier("run folder ready")
+    return out_dir
+
+
+def _say(line: str) -> None:
+    """Print once per run: on the primary process."""
+    if multihost.primary():
+        print(line)
+
+
 def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, headline: str = "team_return",
                  trainable: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """Train to `trainer.num_updates`, resuming when asked; returns the final state and last metrics.
@@ -86,16 +111,10 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     A resume first checks that `config` is the config the run was started with (its config.json, else
     ConfigError before any file changes); every start (re)writes config.json with the current config.
     `trainable(state)`: the trained parameters, whose norm config.stop.max_param_norm_growth bounds (default: the
-    accessor train/trainers.py registers for config.trainer). A divergence raises DivergenceError (module doc)."""
-    check_fresh_out_dir(config)
-    out_dir = resume_dir(config) or config.run.out_dir
-    if resume_dir(config) is not None:
-        check_same_run(config, out_dir)
-    elif config.run.overwrite:  # validation refuses overwrite with resume
-        removed = clear_run(out_dir)
-        if removed:
-            print(f"run.overwrite: deleted {', '.join(removed)} of the earlier run in {out_dir}")
-    write_run_record(out_dir, run_record(config))  # what the next resume of this run is compared with
+    accessor train/trainers.py registers for config.trainer). A divergence raises DivergenceError (module doc).
+    Under several processes (train/multihost.py) every process runs this loop and saves checkpoints; only the
+    primary writes config.json, metrics.csv, TensorBoard and the plots, and draws the bar."""
+    out_dir = prepare_out_dir(config)
     mesh = mesh_lib.make_mesh(config.mesh.num_devices)
     hp = trainer.hparams
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(config.seed), hp), mesh, trainer.state_specs)
@@ -106,16 +125,17 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
         start = ckpt.latest_step() or 0
         if start:
             state = ckpt.restore(state, start)
-            print(f"resumed {out_dir} at update {start}/{trainer.num_updates}")
+            _say(f"resumed {out_dir} at update {start}/{trainer.num_updates}")
         else:
-            print(f"no checkpoint in {out_dir}; starting from update 0")
-    log = MetricsLog(out_dir, tensorboard=config.run.tensorboard, resume_from_update=start if start else None)
+            _say(f"no checkpoint in {out_dir}; starting from update 0")
+    log = (MetricsLog(out_dir, tensorboard=config.run.tensorboard, resume_from_update=start if start else None)
+           if multihost.primary() else None)
 
-    guard = Guard(config.get("guard"))
+    guard = Guard(config.get("guard")) if multihost.primary() else Guard()  # warnings: once, by the primary
     stop = Stop(config.get("stop"), _trainable_of(config, trainable), state, start)
     per_chunk = config.run.updates_per_chunk
     compiled: dict[int, Callable] = {}
-    bar = _progress(config, trainer.num_updates, start)
+    bar = _progress(config, trainer.num_updates, start) if multihost.primary() else None
     update, chunks_done, last = start, 0, {}
     try:
         while update < trainer.num_updates:
@@ -138,7 +158,8 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
                 rows = rows[: crossed[0] + 1]
             update += len(rows)
             chunks_done += 1
-            log.write(rows)
+            if log is not None:
+                log.write(rows)
             guard.check(rows)
             last = rows[-1]
             if bar is not None:
@@ -159,7 +180,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             bar.close()
         _close_all(log, ckpt)
 
-    if config.run.plot:
+    if config.run.plot and log is not None:
         rows = read_csv(log.path)
         xs = [float(r["env_steps"]) for r in rows]
         plot_curves({headline: (xs, [float(r[headline]) for r in rows])}, os.path.join(out_dir, "learning_curve.png"), headline)
@@ -175,6 +196,8 @@ def _close_all(*files) -> None:
     stopping = sys.exc_info()[1] is not None
     first = None
     for f in files:
+        if f is None:  # a process other than the primary keeps no metrics log
+            continue
         try:
             f.close()
         except Exception as err:

@@ -77,6 +77,8 @@ def check_mesh(config: ml_collections.ConfigDict, key: str, per_device: int = 1,
     num_devices x `per_device`; `why(n_dev)` words the second message. Returns num_devices."""
     n_dev = config.mesh.num_devices or len(jax.devices())
     _require(n_dev <= len(jax.devices()), "mesh.num_devices", f"{n_dev} requested, {len(jax.devices())} visible")
+    _require(jax.process_count() == 1 or n_dev == len(jax.devices()), "mesh.num_devices",
+             f"a run over {jax.process_count()} processes uses every device: 0 or {len(jax.devices())}")
     message = why(n_dev) if why is not None else f"{config[key]} must be a multiple of num_devices = {n_dev}"
     _require(config[key] % (n_dev * per_device) == 0, key, message)
     return n_dev

@@ -1,0 +1,206 @@
+"""Several processes joined by jax.distributed (issue 20) train the same run as one process over as many devices.
+
+Each case launches real `experiments/train.py` processes on this machine: N processes of K forced CPU devices each
+(JAXMARL_COORDINATOR / JAXMARL_NUM_PROCESSES / JAXMARL_PROCESS_ID, gloo collectives) against one plain process of
+N x K devices. The mesh spans every process's devices, so the program, the data split and the random draws are the
+same; what differs is the all-reduce: gloo's summation order under jax.distributed, XLA's in-process one in a plain
+process. So sums over 4 devices may differ in the last bits (measured: metrics by <= 1e-6, checkpointed parameters
+and Adam moments by <= 3e-8, environments identical; rtol 1e-5, atol 1e-6 below); over 2 devices a sum has one
+order and the LM case came out bit-identical. Runs under jax.distributed are bit-identical to each other whatever
+the split (1 x 4, 2 x 2, 4 x 1), and a resume is exact.
+
+Default suite: 2 processes x 2 devices vs 1 x 4, and that run's resume from its 2-process checkpoint (~90 s on 2
+cores under load); `-m slow`: 4 processes x 1 device (~80 s), and an LM run at 2 x 1 vs 1 x 2 (~135 s)."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from jax.sharding import SingleDeviceSharding
+
+from jaxmarl_llm.train.cli import distributed_settings
+from jaxmarl_llm.train.metrics_log import read_csv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, "experiments", "train.py")
+DEVICES_PREFIX = "--xla_force_host_platform_device_count="
+TIMEOUT = 420  # seconds for one launch (all its processes), far above the ~45 s a launch takes on 2 loaded cores
+
+# configs/spread_mlp.py, 4 updates of 8 envs x 8 steps in chunks of 2, a checkpoint after each chunk (2 and 4)
+MLP_UPDATES = 4
+MLP = [f"--config={os.path.join(ROOT, 'configs', 'spread_mlp.py')}", "--config.num_envs=8", "--config.num_steps=8",
+       f"--config.total_timesteps={8 * 8 * MLP_UPDATES}", "--config.run.updates_per_chunk=2",
+       "--config.run.checkpoint_every=1", "--config.run.keep_checkpoints=2", "--config.run.progress=False"]
+# configs/spread.py (LM agents on tokenized simple_spread, PPO, world-state critic) on a tiny random model:
+# dense rewards, so a random model's first updates already move the adapters; 2 updates in one chunk
+LM_UPDATES = 2
+LM = [f"--config={os.path.join(ROOT, 'configs', 'spread.py')}", "--config.model.hidden_size=32",
+      "--config.model.intermediate_size=64", "--config.model.num_layers=1", "--config.model.num_heads=2",
+      "--config.model.num_kv_heads=1", "--config.model.max_position_embeddings=512", "--config.lora.rank=4",
+      "--config.critic.hidden=32", "--config.env_kwargs.max_cycles=4", "--config.num_turns=4", "--config.num_envs=4",
+      "--config.num_minibatches=2", f"--config.total_episodes={4 * LM_UPDATES}", "--config.run.updates_per_chunk=2",
+      "--config.run.progress=False"]
+
+
+QUIET = ["--config.run.tensorboard=False", "--config.run.plot=False"]  # a reference run: metrics.csv is enough
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(devices: int, group: dict[str, str]) -> dict[str, str]:
+    """This session's environment (compile flags, compilation cache) with `devices` forced CPU devices and the
+    process's JAXMARL_* group settings (none: a plain single-process run)."""
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(DEVICES_PREFIX)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAXMARL_")}
+    return {**env, **group, "XLA_FLAGS": " ".join([*flags, f"{DEVICES_PREFIX}{devices}"]), "JAX_PLATFORMS": "cpu"}
+
+
+def launch(processes: int, devices: int, args: list[str], timeout: float = TIMEOUT) -> list[str]:
+    """Run experiments/train.py as `processes` processes of `devices` devices each (one plain process when
+    `processes` is 1); their stdouts, process 0 first. Fails at the first non-zero exit or at the timeout; every
+    process started here is killed on the way out. Output goes to files: a full pipe would stall a process in a collective."""
+    port = _free_port()
+    procs, logs = [], []
+    try:
+        for rank in range(processes):
+            group = {} if processes == 1 else {"JAXMARL_COORDINATOR": f"127.0.0.1:{port}",
+                                               "JAXMARL_NUM_PROCESSES": str(processes),
+                                               "JAXMARL_PROCESS_ID": str(rank)}
+            logs.append((tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")))
+            procs.append(subprocess.Popen([sys.executable, TRAIN, *args], env=_env(devices, group), cwd=ROOT,
+                                          stdout=logs[-1][0], stderr=logs[-1][1], text=True))
+        deadline = time.monotonic() + timeout
+        # until all exit, one fails (the others would wait for it in a collective) or the time is up
+        while any(p.poll() is None for p in procs) and not any(p.poll() for p in procs):
+            assert time.monotonic() < deadline, f"{processes} processes still running after {timeout} s"
+            time.sleep(0.2)
+        for out, err in logs:
+            out.seek(0)
+            err.seek(0)
+        failed = [rank for rank, p in enumerate(procs) if p.returncode]
+        assert not failed, (f"process {failed[0]} of {processes} exited {procs[failed[0]].returncode}:\n"
+                            f"{logs[failed[0]][1].read()[-4000:]}")
+        return [out.read() for out, _ in logs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+        for out, err in logs:
+            out.close()
+            err.close()
+
+
+def metrics(out_dir: str) -> list[dict[str, float]]:
+    """metrics.csv as numbers, less the wall-clock throughput."""
+    return [{k: float(v) for k, v in row.items() if k != "steps_per_second"}
+            for row in read_csv(os.path.join(out_dir, "metrics.csv"))]
+
+
+def checkpoint(out_dir: str, step: int) -> dict:
+    """Checkpoint `step`'s arrays, whatever mesh saved it (read onto this process's first device)."""
+    path = os.path.join(out_dir, "checkpoints", str(step), "default")
+    checkpointer = ocp.StandardCheckpointer()
+    device = SingleDeviceSharding(jax.devices()[0])
+    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                          checkpointer.metadata(path).item_metadata)
+    return jax.tree.map(np.asarray, checkpointer.restore(path, target))
+
+
+def assert_same_run(ours: str, theirs: str, step: int, exact: bool = False) -> None:
+    """Same metrics rows and the same arrays in checkpoint `step` (the whole runner state): exactly, or up to
+    float reordering in the collectives."""
+    check = np.testing.assert_array_equal if exact else lambda a, b, err_msg: np.testing.assert_allclose(
+        a, b, rtol=1e-5, atol=1e-6, err_msg=err_msg)
+    rows_a, rows_b = metrics(ours), metrics(theirs)
+    assert [sorted(r) for r in rows_a] == [sorted(r) for r in rows_b]
+    for a, b in zip(rows_a, rows_b):
+        check(np.array(list(a.values())), np.array([b[k] for k in a]), err_msg=f"update {a['update']}: {list(a)}")
+    state_a, state_b = checkpoint(ours, step), checkpoint(theirs, step)
+    assert jax.tree.structure(state_a) == jax.tree.structure(state_b)
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(state_a), jax.tree.leaves(state_b)):
+        check(a, b, err_msg=jax.tree_util.keystr(path))
+
+
+def assert_primary_reported(stdouts: list[str], out_dir: str) -> None:
+    """Process 0 alone reports the run; the run folder holds one run's files."""
+    assert f"outputs in {out_dir}" in stdouts[0]
+    assert all("outputs in" not in out for out in stdouts[1:]), stdouts[1:]
+    for name in ("config.json", "metrics.csv", "tb", "learning_curve.png"):
+        assert os.path.exists(os.path.join(out_dir, name)), name
+
+
+def test_two_processes_of_two_devices_match_one_process_of_four_and_resume(tmp_path):
+    one, two, resumed = (str(tmp_path / name) for name in ("one_x4", "two_x2", "two_x2_resumed"))
+    launch(1, 4, [*MLP, *QUIET, f"--config.run.out_dir={one}"])
+    stdouts = launch(2, 2, [*MLP, f"--config.run.out_dir={two}"])
+    assert_primary_reported(stdouts, two)
+    assert [int(r["update"]) for r in metrics(two)] == list(range(1, MLP_UPDATES + 1))
+    assert_same_run(two, one, MLP_UPDATES)
+
+    # the same 2-process run killed after its first checkpoint (update 2), resumed by 2 processes
+    shutil.copytree(two, resumed)
+    shutil.rmtree(os.path.join(resumed, "checkpoints", str(MLP_UPDATES)))
+    stdouts = launch(2, 2, [*MLP, *QUIET, f"--config.run.out_dir={resumed}", "--config.resume=True"])
+    assert f"resumed {resumed} at update 2/{MLP_UPDATES}" in stdouts[0]
+    assert "resumed" not in stdouts[1]
+    assert_same_run(resumed, two, MLP_UPDATES, exact=True)
+
+
+@pytest.mark.slow  # ~80 s more (four processes compile the program on 2 cores)
+def test_four_processes_of_one_device_match_one_process_of_four(tmp_path):
+    one, four = str(tmp_path / "one_x4"), str(tmp_path / "four_x1")
+    launch(1, 4, [*MLP, *QUIET, f"--config.run.out_dir={one}"])
+    stdouts = launch(4, 1, [*MLP, f"--config.run.out_dir={four}"])
+    assert_primary_reported(stdouts, four)
+    assert_same_run(four, one, MLP_UPDATES)
+
+
+@pytest.mark.slow  # ~140 s: the LM program compiles in each process
+def test_lm_two_processes_match_one_process_of_two_devices(tmp_path):
+    one, two = str(tmp_path / "one_x2"), str(tmp_path / "two_x1")
+    launch(1, 2, [*LM, *QUIET, f"--config.run.out_dir={one}"])
+    stdouts = launch(2, 1, [*LM, f"--config.run.out_dir={two}"])
+    assert_primary_reported(stdouts, two)
+    assert any(abs(r["grad_norm"]) > 0 for r in metrics(one))  # the adapters moved: the comparison means something
+    assert_same_run(two, one, LM_UPDATES)
+
+
+# ---- the environment a launcher sets -------------------------------------------------------------
+
+
+def test_distributed_settings_read_an_explicit_group_or_defer_to_cluster_detection():
+    group = {"JAXMARL_COORDINATOR": "10.0.0.1:1234", "JAXMARL_NUM_PROCESSES": "4", "JAXMARL_PROCESS_ID": "3"}
+    assert distributed_settings({}) is None
+    assert distributed_settings({"JAXMARL_MULTIHOST": "1"}) == {}  # jax detects the TPU pod / SLURM job
+    assert distributed_settings(group) == {"coordinator_address": "10.0.0.1:1234", "num_processes": 4,
+                                           "process_id": 3}
+    assert distributed_settings({**group, "JAXMARL_LOCAL_DEVICE_IDS": "0,1"})["local_device_ids"] == [0, 1]
+
+
+@pytest.mark.parametrize("bad, names", [
+    ({"JAXMARL_PROCESS_ID": None}, "JAXMARL_PROCESS_ID"),
+    ({"JAXMARL_NUM_PROCESSES": "two"}, "must be integers"),
+    ({"JAXMARL_PROCESS_ID": "4"}, "JAXMARL_PROCESS_ID=4 must be in [0, JAXMARL_NUM_PROCESSES=4)"),
+])
+def test_an_incomplete_group_is_one_line_naming_the_variable(bad, names, capsys):
+    group = {"JAXMARL_COORDINATOR": "10.0.0.1:1234", "JAXMARL_NUM_PROCESSES": "4", "JAXMARL_PROCESS_ID": "3"}
+    environ = {k: v for k, v in {**group, **bad}.items() if v is not None}
+    with pytest.raises(SystemExit) as exit_info:
+        distributed_settings(environ)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert names in err and err.count("\n") == 1
