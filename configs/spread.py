@@ -31,6 +31,9 @@ Metrics: `team_return` is the sum of the three agents' returns (the MLP job's `t
 the env steps played. `--config.policy.actions=scored` scores each move as a whole (GLAM; with one-token
 moves it is the same distribution as constrained). `configs/spread.py:mappo` reads all three agents'
 prompt summaries (the frozen base's last hidden state) instead of the world state.
+Also measured (docs/benchmarks.md, session 15): `--config.critic.value_norm=True` (MAPPO's ValueNorm),
+`--config.lora.lr_ratio=4.0` (LoRA+) and `--config.train_base=True` (every weight trains) each gain ~3 at 240
+updates on one seed, within the seed-to-seed spread; a second epoch gains nothing per unit of compute.
 `--config.model.checkpoint=/path/to/hf_folder --config.tokenizer=/path/to/hf_folder` starts from a real
 checkpoint (then prefer the readable default prompt: `--config.env_kwargs.prompt=...`).
 """
