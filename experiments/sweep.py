@@ -15,6 +15,7 @@ from absl import app, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from jaxmarl_llm.train import entry  # noqa: E402
+from jaxmarl_llm.train.errors import ConfigError  # noqa: E402
 from jaxmarl_llm.train.cli import check_overrides, main_guard, maybe_init_distributed  # noqa: E402
 from jaxmarl_llm.train.sweep import format_table, make_grid, parse_values, run_sweep  # noqa: E402
 
@@ -41,6 +42,9 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
     maybe_init_distributed()
     config, sweep = _CONFIG.value, _SWEEP.value
+    if config.get("mesh", {}).get("fsdp", 1) != 1:
+        raise ConfigError("config.mesh.fsdp: a sweep vmaps the trainer on one device, with the whole base on it; "
+                          "shard a large base with experiments/train.py (one run per setting)")
     trainer, _, steps_per_update, headline = entry.build(config)
     overrides = {k: parse_values(sweep[k], k) for k in _SWEEPABLE if str(sweep[k]).strip()}
     rows, hparams, keys = make_grid(trainer.hparams, overrides, sweep.seeds, config.seed)

@@ -10,7 +10,8 @@ order and the LM case came out bit-identical. Runs under jax.distributed are bit
 the split (1 x 4, 2 x 2, 4 x 1), and a resume is exact.
 
 Default suite: 2 processes x 2 devices vs 1 x 4, and that run's resume from its 2-process checkpoint (~90 s on 2
-cores under load); `-m slow`: 4 processes x 1 device (~80 s), and an LM run at 2 x 1 vs 1 x 2 (~135 s)."""
+cores under load); `-m slow`: 4 processes x 1 device (~80 s), an LM run at 2 x 1 vs 1 x 2 (~135 s), and an LM base
+sharded over both processes' devices (mesh.fsdp=4 at 2 x 2) vs 1 x 4 unsharded (~75 s)."""
 
 import os
 import shutil
@@ -176,6 +177,19 @@ def test_lm_two_processes_match_one_process_of_two_devices(tmp_path):
     stdouts = launch(2, 1, [*LM, f"--config.run.out_dir={two}"])
     assert_primary_reported(stdouts, two)
     assert any(abs(r["grad_norm"]) > 0 for r in metrics(one))  # the adapters moved: the comparison means something
+    assert_same_run(two, one, LM_UPDATES)
+
+
+@pytest.mark.slow  # ~110 s: two launches
+def test_lm_base_sharded_across_two_processes_matches_one_process(tmp_path):
+    """mesh.fsdp=4 over 2 processes x 2 devices: each base weight is split over devices of both processes (placed
+    from every process's host copy, train/multihost.py) and gathered per layer; same run as 1 x 4 unsharded."""
+    one, two = str(tmp_path / "one_x4"), str(tmp_path / "two_x2_fsdp4")
+    lm = [a for a in LM if not a.startswith(("--config.num_envs", "--config.total_episodes"))]
+    lm += ["--config.num_envs=8", f"--config.total_episodes={8 * LM_UPDATES}", *QUIET]
+    launch(1, 4, [*lm, f"--config.run.out_dir={one}"])
+    launch(2, 2, [*lm, "--config.mesh.fsdp=4", f"--config.run.out_dir={two}"])
+    assert any(abs(r["grad_norm"]) > 0 for r in metrics(one))
     assert_same_run(two, one, LM_UPDATES)
 
 

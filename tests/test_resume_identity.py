@@ -303,3 +303,26 @@ def test_run_record_is_json_round_trip_of_the_config(models):
     assert json.loads(json.dumps(record)) == record and record["network"]["hidden"] == [64, 64]
     assert record[FINGERPRINT_KEY] == model_fingerprint(models[0])
     assert config_differences(record, run_record(config)) == []
+
+
+@pytest.mark.parametrize("key", ["mesh.fsdp", "lora.lr_ratio", "critic.value_norm", "train_base"])
+def test_a_run_recorded_before_a_later_key_resumes_at_its_old_value(key):
+    """A config.json written before `key` existed is the same run as today's config at the value every earlier run
+    had (run_identity.LATER_DEFAULTS); another value is a difference."""
+    import copy
+
+    from jaxmarl_llm.train.config import lm_rl_defaults
+    from jaxmarl_llm.train.run_identity import LATER_DEFAULTS, config_differences, run_record
+
+    now = run_record(lm_rl_defaults())
+    older = copy.deepcopy(now)
+    *parents, leaf = key.split(".")
+    node = older
+    for p in parents:
+        node = node[p]
+    del node[leaf]
+    assert config_differences(older, now) == []
+    value = not LATER_DEFAULTS[key] if isinstance(LATER_DEFAULTS[key], bool) else LATER_DEFAULTS[key] * 2
+    changed = lm_rl_defaults()
+    changed.update_from_flattened_dict({key: value})
+    assert config_differences(older, run_record(changed)) == [f"{key}: {LATER_DEFAULTS[key]} -> {value}"]

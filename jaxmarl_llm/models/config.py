@@ -6,7 +6,7 @@ The three families differ only in a few switches:
     qwen2   bias on q/k/v projections
     qwen3   per-head RMSNorm on q and k (before RoPE), explicit head_dim
 
-Presets: `PRESETS["qwen3-0.6b"]`, `PRESETS["qwen2.5-0.5b"]`, `PRESETS["llama-3.2-1b"]`
+Presets: `PRESETS["qwen3-0.6b"]`, `PRESETS["qwen2.5-0.5b"]`, `PRESETS["llama-3.2-1b"]`, `PRESETS["qwen3-8b"]`
 (real sizes) and `tiny(family)` (hidden 64, 2 layers, vocab 256) for tests.
 """
 
@@ -91,7 +91,40 @@ def tiny(family: str = "qwen3", **kw: Any) -> ModelConfig:
     return ModelConfig(**base)
 
 
+PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def projection_shapes(cfg: ModelConfig) -> dict[str, tuple[int, int]]:
+    """(in, out) of each linear in a layer: what LoRA adapters and HF loading check against."""
+    d, f = cfg.hidden_size, cfg.intermediate_size
+    return {"q": (d, cfg.q_size), "k": (d, cfg.kv_size), "v": (d, cfg.kv_size), "o": (cfg.q_size, d),
+            "gate": (d, f), "up": (d, f), "down": (f, d)}
+
+
+def param_shapes(cfg: ModelConfig) -> dict[str, Any]:
+    """The exact shape of every parameter leaf (a pytree of tuples)."""
+    n = cfg.num_layers
+    layers: dict[str, Any] = {"attn_norm": (n, cfg.hidden_size), "mlp_norm": (n, cfg.hidden_size)}
+    for name, (i, o) in projection_shapes(cfg).items():
+        layers[name] = {"kernel": (n, i, o)}
+        if cfg.qkv_bias and name in ("q", "k", "v"):
+            layers[name]["bias"] = (n, o)
+    if cfg.qk_norm:
+        layers["q_norm"] = (n, cfg.head_dim)
+        layers["k_norm"] = (n, cfg.head_dim)
+    shapes: dict[str, Any] = {"embed": (cfg.vocab_size, cfg.hidden_size), "layers": layers,
+                              "final_norm": (cfg.hidden_size,)}
+    if not cfg.tie_embeddings:
+        shapes["lm_head"] = (cfg.hidden_size, cfg.vocab_size)
+    return shapes
+
+
 PRESETS: dict[str, ModelConfig] = {
+    "qwen3-8b": ModelConfig(  # too big for one 16 GiB device in bf16: shard it (mesh.fsdp, configs/qwen3_8b_fsdp.py)
+        family="qwen3", vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_layers=36,
+        num_heads=32, num_kv_heads=8, head_dim=128, rope_theta=1_000_000.0, tie_embeddings=False,
+        qk_norm=True, max_position_embeddings=40960, bos_token_id=151643, eos_token_id=151645,
+        stop_token_ids=(151645, 151643)),
     "qwen3-0.6b": ModelConfig(
         family="qwen3", vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_layers=28,
         num_heads=16, num_kv_heads=8, head_dim=128, rope_theta=1_000_000.0, tie_embeddings=True,

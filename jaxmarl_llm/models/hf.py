@@ -224,8 +224,9 @@ def _set_leaf(tree: dict, path: str, value) -> None:
     tree[parts[-1]] = value
 
 
-def load_params(path: str, cfg: ModelConfig) -> Params:
-    """Read every tensor cfg expects from the folder, check shapes, and stack layers."""
+def load_params(path: str, cfg: ModelConfig, host: bool = False) -> Params:
+    """Read every tensor cfg expects from the folder, check shapes, and stack layers. host=True: numpy arrays in
+    host memory (a base to be sharded over devices is never whole on one), else jax arrays on the default device."""
     import jax.numpy as jnp
 
     reader = _Reader(path)
@@ -259,6 +260,8 @@ def load_params(path: str, cfg: ModelConfig) -> Params:
     if extra:
         raise CheckpointError(f"checkpoint has tensors this {cfg.family} config does not use: {extra[:5]}"
                               f"{' ...' if len(extra) > 5 else ''}")
+    if host:
+        return params
     import jax
 
     return jax.tree.map(jnp.asarray, params)
@@ -294,10 +297,12 @@ def _safe_open(fname: str):
                               "corrupt: copy or download it again") from None
 
 
-def load_pretrained(path: str, dtype: str = "float32", param_dtype: str | None = None) -> tuple[ModelConfig, Params]:
-    """Config and params from a local HF folder; weights stored in param_dtype (default: dtype)."""
+def load_pretrained(path: str, dtype: str = "float32", param_dtype: str | None = None,
+                    host: bool = False) -> tuple[ModelConfig, Params]:
+    """Config and params from a local HF folder; weights stored in param_dtype (default: dtype); host: numpy
+    arrays (load_params)."""
     cfg = config_from_hf(read_hf_config(path), dtype=dtype, param_dtype=param_dtype)
-    return cfg, load_params(path, cfg)
+    return cfg, load_params(path, cfg, host)
 
 
 def _to_numpy(x) -> np.ndarray:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 
+from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.models.config import ModelConfig
 from jaxmarl_llm.models.transformer import Params, forward, init_cache
 
@@ -109,7 +110,7 @@ def generate_with_state(
                                                     lora_scale)
     tokens, logprobs, mask, _ = decode(key, logits, cache, step_fn, max_new_tokens=max_new_tokens,
                                        temperature=temperature, top_k=top_k, top_p=top_p, stop_ids=stop_ids,
-                                       pad_id=pad_id)
+                                       pad_id=pad_id, agree=fsdp.agreement(params, cfg))
     return {"tokens": tokens, "logprobs": logprobs, "mask": mask, "prompt_hidden": prompt_hidden}
 
 
@@ -133,13 +134,16 @@ def prefill(params: Params, lora: Params | None, prompt_tokens: jax.Array, promp
 
 
 def decode(key: jax.Array, logits: jax.Array, cache: Any, step_fn, *, max_new_tokens: int, temperature: float = 1.0,
-           top_k: int = 0, top_p: float = 1.0, stop_ids: Sequence[int] = (), pad_id: int = 0):
+           top_k: int = 0, top_p: float = 1.0, stop_ids: Sequence[int] = (), pad_id: int = 0,
+           agree: Callable[[jax.Array], jax.Array] | None = None):
     """Sample max_new_tokens per row from a filled cache.
 
     key: one key, or one per row [B] (then each row samples as if it were alone in a batch of one).
     logits [B, V] predict the first new token; step_fn(tokens [B], cache) -> (logits [B, V], cache) feeds one
     token per row. Token j (j < M-1) is fed at the row's next cache slot, so after the call the cache holds
     every sampled token but the last. Returns (tokens [B, M], logprobs [B, M], mask [B, M], cache).
+    agree: makes the loop's "a row is still running" the same on every device that runs the forward together
+    (FSDP-sharded weights, models/fsdp.py `agreement`); None: this device's rows decide.
     """
     b = logits.shape[0]
     stop_ids = tuple(stop_ids)
@@ -174,7 +178,7 @@ def decode(key: jax.Array, logits: jax.Array, cache: Any, step_fn, *, max_new_to
     # are those of running all M steps; the cache is not written past the last real token.
     def more(carry):
         i, _, _, done, _ = carry
-        return (i < max_new_tokens) & ~jnp.all(done)
+        return (i < max_new_tokens) & (~jnp.all(done) if agree is None else agree(~jnp.all(done)))
 
     def step(carry):
         i, cache, tok, done, (tokens, logprobs, mask) = carry

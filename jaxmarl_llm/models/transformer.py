@@ -31,6 +31,11 @@ Params layout (kernels are [in, out], i.e. the transpose of torch Linear):
     layers: attn_norm [N, D], mlp_norm [N, D],
             q/k/v/o/gate/up/down: {"kernel": [N, in, out], "bias": [N, out] (q/k/v, Qwen2)},
             q_norm/k_norm [N, head_dim] (Qwen3)
+
+Sharded weights: inside a shard_map over a mesh with an "fsdp" axis the big matrices may be the local blocks
+of weights sharded over it (models/fsdp.py, train/mesh.py); `forward` and `lm_head` see that from the shapes,
+all-gather each weight just before it is used (one layer at a time in the scan) and rematerialise each layer
+under a gradient. Whole params run exactly the code above, with no gather.
 """
 
 from __future__ import annotations
@@ -41,39 +46,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.models.attention import attention
-from jaxmarl_llm.models.config import ModelConfig
+from jaxmarl_llm.models.config import ModelConfig, param_shapes
+from jaxmarl_llm.models.config import PROJECTIONS, projection_shapes  # noqa: F401 (re-exported: lora.py, hf.py)
 from jaxmarl_llm.models.rope import apply_rope, inv_freq
 
 Params = dict[str, Any]
 Cache = dict[str, jax.Array]
-
-PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
-
-
-def projection_shapes(cfg: ModelConfig) -> dict[str, tuple[int, int]]:
-    """(in, out) of each linear in a layer: what LoRA adapters and HF loading check against."""
-    d, f = cfg.hidden_size, cfg.intermediate_size
-    return {"q": (d, cfg.q_size), "k": (d, cfg.kv_size), "v": (d, cfg.kv_size), "o": (cfg.q_size, d),
-            "gate": (d, f), "up": (d, f), "down": (f, d)}
-
-
-def param_shapes(cfg: ModelConfig) -> Params:
-    """The exact shape of every parameter leaf (a pytree of tuples)."""
-    n = cfg.num_layers
-    layers: dict[str, Any] = {"attn_norm": (n, cfg.hidden_size), "mlp_norm": (n, cfg.hidden_size)}
-    for name, (i, o) in projection_shapes(cfg).items():
-        layers[name] = {"kernel": (n, i, o)}
-        if cfg.qkv_bias and name in ("q", "k", "v"):
-            layers[name]["bias"] = (n, o)
-    if cfg.qk_norm:
-        layers["q_norm"] = (n, cfg.head_dim)
-        layers["k_norm"] = (n, cfg.head_dim)
-    shapes: Params = {"embed": (cfg.vocab_size, cfg.hidden_size), "layers": layers, "final_norm": (cfg.hidden_size,)}
-    if not cfg.tie_embeddings:
-        shapes["lm_head"] = (cfg.hidden_size, cfg.vocab_size)
-    return shapes
-
 
 @functools.partial(jax.jit, static_argnames=("cfg", "std"))
 def init_params(cfg: ModelConfig, key: jax.Array, std: float = 0.02) -> Params:
@@ -175,7 +155,18 @@ def _write_cache(cache: jax.Array, layer: jax.Array, rows: jax.Array, positions:
 
 
 def lm_head(params: Params, hidden: jax.Array, cfg: ModelConfig) -> jax.Array:
-    """hidden [..., D] -> float32 logits [..., V] (tied or untied head)."""
+    """hidden [..., D] -> float32 logits [..., V] (tied or untied head).
+
+    With FSDP-sharded params (models/fsdp.py) the head's weight is all-gathered here, under a remat that keeps
+    only its shard for the backward pass."""
+    if fsdp.sharded(params, cfg):
+        name = "embed" if cfg.tie_embeddings else "lm_head"
+        full = param_shapes(cfg)[name]
+
+        def head(w, h):
+            return lm_head({name: fsdp.gather(w, full, cfg.compute_dtype)}, h, cfg)
+
+        return jax.checkpoint(head, policy=fsdp.REMAT_POLICY)(params[name], hidden)
     hidden = hidden.astype(cfg.compute_dtype)
     if cfg.tie_embeddings:
         return jnp.einsum("...d,vd->...v", hidden, params["embed"].astype(hidden.dtype), preferred_element_type=jnp.float32)
@@ -202,11 +193,16 @@ def forward(
     freq = inv_freq(cfg)
     eps = cfg.rms_norm_eps
     lora_layers = {} if lora is None else lora
+    # FSDP (models/fsdp.py): sharded weights are gathered where they are used, one layer at a time
+    full = param_shapes(cfg) if fsdp.sharded(params, cfg) else None
 
-    x = jnp.take(params["embed"], tokens, axis=0).astype(cdt)  # [B, T, D]
+    embed = params["embed"] if full is None else fsdp.gather(params["embed"], full["embed"], cdt)
+    x = jnp.take(embed, tokens, axis=0).astype(cdt)  # [B, T, D]
 
     def block(x, lp, ll, kv_fn):
         """One decoder layer. kv_fn(k, v) -> (keys, values to attend to, cache state to return)."""
+        if full is not None:
+            lp = fsdp.gather_layer(lp, full["layers"], cdt)
         h = rms_norm(x, lp["attn_norm"], eps)
         q = _linear(h, lp["q"], ll.get("q"), lora_scale).reshape(b, t, cfg.num_heads, cfg.head_dim)
         k = _linear(h, lp["k"], ll.get("k"), lora_scale).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
@@ -230,6 +226,8 @@ def forward(
         def layer_nocache(x, xs):
             return block(x, *xs, lambda k, v: (k, v, None))[0], None
 
+        if full is not None:  # a backward pass re-gathers each layer's weights instead of keeping all N whole
+            layer_nocache = jax.checkpoint(layer_nocache, policy=fsdp.REMAT_POLICY, prevent_cse=False)
         x, _ = jax.lax.scan(layer_nocache, x, (params["layers"], lora_layers))
         new_k = new_v = None
     else:

@@ -255,12 +255,13 @@ class LMPolicy:
         return path
 
 
-def build_model(mcfg, tokenizer, seed: int) -> tuple[ModelConfig, Params]:
-    """(ModelConfig, params): a checkpoint folder when `mcfg.checkpoint` is set, else a random model sized by `mcfg`."""
+def build_model(mcfg, tokenizer, seed: int, host: bool = False) -> tuple[ModelConfig, Params]:
+    """(ModelConfig, params): a checkpoint folder when `mcfg.checkpoint` is set, else a random model sized by `mcfg`.
+    host=True: the params as numpy arrays in host memory (a base sharded over devices later, mesh.fsdp > 1)."""
     if mcfg.checkpoint:
         from jaxmarl_llm.models.hf import load_pretrained
 
-        cfg, params = load_pretrained(mcfg.checkpoint, dtype=mcfg.dtype)
+        cfg, params = load_pretrained(mcfg.checkpoint, dtype=mcfg.dtype, host=host)
         if tokenizer.vocab_size > cfg.vocab_size:
             raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids but the checkpoint's vocab is {cfg.vocab_size}")
         return cfg, params
@@ -272,7 +273,8 @@ def build_model(mcfg, tokenizer, seed: int) -> tuple[ModelConfig, Params]:
     )
     # std 0.1 (not 0.02): with RMSNorm fixing |h|, LoRA on the blocks can only steer the logits
     # as far as |lm_head rows| allows; a from-scratch base needs room to express preferences.
-    return cfg, init_params(cfg, jax.random.PRNGKey(seed), std=mcfg.init_std)
+    params = init_params(cfg, jax.random.PRNGKey(seed), std=mcfg.init_std)
+    return cfg, jax.device_get(params) if host else params
 
 
 def make_policy(cfg: ModelConfig, lora, sampling, tokenizer, max_new_tokens: int, actions: str = "free",

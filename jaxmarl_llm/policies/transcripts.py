@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.models.sampling import decode
 from jaxmarl_llm.models.transformer import forward, lm_head
 from jaxmarl_llm.policies.base import Sample
@@ -90,7 +91,7 @@ def act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Array
     if len(widths) == 1:
         return _act_rows(policy, key, base, adapters, tokens, length, cache, chunk, per_row, valid)
     need = jnp.max(length) + policy.sampling.max_new_tokens
-    branch = width_index(widths, need)
+    branch = fsdp.agree_max(width_index(widths, need), base, policy.cfg)  # sharded weights: one width per group
 
     def at_width(w: int):
         def run(cache: RowCache):
@@ -110,7 +111,7 @@ def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Arra
     length = length.astype(jnp.int32)
     start = jnp.clip(jnp.minimum(cache.seen, length - 1), 0)  # re-read >= 1 token: its logits start the action
     padded = jnp.pad(tokens, ((0, 0), (0, chunk)), constant_values=s_cfg.pad_id)
-    num_chunks = jnp.max((length - start + chunk - 1) // chunk)
+    num_chunks = fsdp.agree_max(jnp.max((length - start + chunk - 1) // chunk), base, policy.cfg)
     window = jax.vmap(lambda row, s: jax.lax.dynamic_slice(row, (s,), (chunk,)))
 
     def prefill(c, carry):
@@ -140,7 +141,7 @@ def _act_rows(policy: LMPolicy, key: jax.Array, base, adapters, tokens: jax.Arra
         toks, lps, mask, ((k, v), _) = decode(
             key, logits, ((k, v), length), step_fn, max_new_tokens=s_cfg.max_new_tokens,
             temperature=s_cfg.temperature, top_k=s_cfg.top_k, top_p=s_cfg.top_p, stop_ids=s_cfg.stop_ids,
-            pad_id=s_cfg.pad_id)
+            pad_id=s_cfg.pad_id, agree=fsdp.agreement(base, policy.cfg))
     value = jnp.zeros((b,), jnp.float32)
     if adapters is not None and "value_head" in adapters:
         value = jax.vmap(value_head_apply)(adapters["value_head"], hidden) if per_row else value_head_apply(
@@ -202,7 +203,7 @@ def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Ar
     """
     b, t, m = action.shape
     need = needed_width(prompt_len, mask) if need is None else need
-    branch = width_index(widths, need)
+    branch = fsdp.agree_max(width_index(widths, need), base, policy.cfg)  # sharded weights: one width per group
     lora = None if trainable is None else trainable.get("lora")
     head = None if trainable is None else trainable.get("value_head")
 

@@ -13,7 +13,8 @@ One update (`update` below, in this order):
      (or over generated tokens, `credit="token"`) with a value head per seat or the MAPPO critic;
      GRPO / RLOO = group baselines of episode returns, every token of an episode gets its advantage.
   4. `update_epochs` x `num_minibatches` gradient steps on the adapters and value head (train/lm_scoring.py
-     scores each minibatch under the current policy); the base model is frozen and passed as an argument.
+     scores each minibatch under the current policy); the base model is frozen and passed as an argument
+     (with mesh.fsdp > 1 sharded over the fsdp devices and gathered one layer at a time: train/mesh.py).
 
 Episodes run to the end inside each update (num_turns >= the game's turn limit): no bootstrapping across
 updates. Settings fixed before compiling travel in one `Plan` (train/lm_plan.py). The KL reference is the
@@ -34,6 +35,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos import value_norm
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, token_advantages
+from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train import lm_seats, play
@@ -73,6 +75,7 @@ class LMTrainer(NamedTuple):
     agent_scale: jax.Array  # [A] float: 0 for frozen agents (adapters off), else 1
     rollout: Any = None  # rollout(key, base, trainable, pool, env_ids) -> (Turns, Seats, final tokens)
     plan: Plan | None = None
+    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec per base leaf (mesh.fsdp > 1: train/mesh.py)
 
 
 def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
@@ -137,7 +140,7 @@ def make_train(config, env=None) -> LMTrainer:
         setup.env, config, LMHParams.from_config(config), policy, setup.base, init,
         functools.partial(update, plan, setup.env, policy), state_specs, int(config.total_episodes // plan.num_envs),
         setup.tokenizer, np.asarray(plan.slot_of_agent), plan.scale(),
-        functools.partial(rollout, plan, setup.env, policy), plan)
+        functools.partial(rollout, plan, setup.env, policy), plan, functools.partial(fsdp.param_specs, policy.cfg))
 
 
 def make_tx(plan: Plan, hp: LMHParams) -> optax.GradientTransformation:

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.lm_plan import Plan, Turns
@@ -90,7 +91,8 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
             shapes = jax.eval_shape(live_turn, carry, t)[1]
             return carry, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
 
-        return jax.lax.cond(carry[2].any(), live_turn, dead_turn, carry, t)
+        # sharded weights (mesh.fsdp): the forwards' gathers need every device of the group in the same branch
+        return jax.lax.cond(fsdp.agree_max(carry[2].any(), base, policy.cfg), live_turn, dead_turn, carry, t)
 
     alive0 = jnp.ones((n,), bool)
     cache = None
@@ -187,7 +189,7 @@ def critic_features(plan: Plan, policy: LMPolicy, base, final: jax.Array, prompt
     rows = final.reshape(n_env * a, -1)
     pos = (jnp.moveaxis(prompt_len, 0, -1) - 1).reshape(n_env * a, t_len)  # each turn's last read token
     feat_widths = transcripts.score_widths(rows.shape[1], plan.min_score_width)
-    branch = transcripts.width_index(feat_widths, prompt_len.max())
+    branch = fsdp.agree_max(transcripts.width_index(feat_widths, prompt_len.max()), base, policy.cfg)
     feats = jax.lax.switch(branch, [lambda r, w=w: central_critic.transcript_features(base, policy.cfg, r[:, :w], pos)
                                     for w in feat_widths], rows)  # [N*A, T, D]
     return central_critic.critic_inputs(jnp.moveaxis(feats.reshape(n_env, a, t_len, -1), 2, 0))

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, Scored, lm_loss
+from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens
 from jaxmarl_llm.train.lm_plan import LMHParams, Plan, Turns
@@ -71,6 +72,7 @@ def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
         return score_slice(plan, policy, base, trainable, batch, reference)
     critic = ALGORITHMS[plan.algo].critic
     batch = batch._replace(info={})
+    weights = model_weights(trainable, base, reference)  # what the forwards run (sharded or not)
     run = lambda b: score_slice(plan, policy, base, trainable, b, reference)  # noqa: E731
 
     def need(row: Turns):  # a learner acted (or, with a critic, the game was running) at this turn
@@ -80,9 +82,12 @@ def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
         one_batch = jax.tree.map(lambda x: x[None], row)
         shapes = jax.eval_shape(run, one_batch)
         skip = lambda b: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)  # noqa: E731
-        return jax.tree.map(lambda x: x[0], jax.lax.cond(need(row), run, skip, one_batch))
+        return jax.tree.map(lambda x: x[0], jax.lax.cond(fsdp.agree_max(need(row), weights, policy.cfg), run, skip,
+                                                         one_batch))
 
-    return jax.lax.cond(jnp.all(jax.vmap(need)(batch)), run, lambda b: jax.lax.map(one, b), batch)
+    # sharded weights (mesh.fsdp): every device of the group takes the same branch around the forwards' gathers
+    every = fsdp.agree_all(jnp.all(jax.vmap(need)(batch)), weights, policy.cfg)
+    return jax.lax.cond(every, run, lambda b: jax.lax.map(one, b), batch)
 
 
 def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs: jax.Array,

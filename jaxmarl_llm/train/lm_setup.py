@@ -29,7 +29,9 @@ def setup_lm(config, env=None) -> LMSetup:
     tokenizer = build_tokenizer(config.tokenizer, config.env_name, config.env_kwargs)
     if env is None:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
-    cfg, base = build_model(config.model, tokenizer, config.model.init_seed)
+    mesh = config.get("mesh") or {}
+    # a base sharded over mesh.fsdp devices stays in host memory until train/mesh.py places its blocks
+    cfg, base = build_model(config.model, tokenizer, config.model.init_seed, host=int(mesh.get("fsdp", 1)) > 1)
     acting = config.get("policy") or {}
     actions = acting.get("actions", "free")
     if actions != "free" and not getattr(env, "action_candidates", None):

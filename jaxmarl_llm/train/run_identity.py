@@ -25,6 +25,9 @@ FINGERPRINT_KEY = "_model_fingerprint"
 # the held-out evaluation after training and the divergence bounds (stop.*): none of them touches the trained state
 RESUMABLE_KEYS = frozenset({"resume", "resume_force", "run", "total_episodes", "total_updates", "total_timesteps",
                             "eval_episodes", "stop"})
+# keys added after runs were recorded, with the value every run before them had: a config.json without the key is
+# the same run as a config holding that value (an older run resumes without resume_force)
+LATER_DEFAULTS = {"mesh.fsdp": 1, "lora.lr_ratio": 1.0, "critic.value_norm": False, "train_base": False}
 HASHED_FILES = ("config.json", "model.safetensors.index.json")  # small files whose content defines the model
 SAMPLES, SAMPLE_BYTES = 16, 1 << 16  # safetensors data: 16 evenly spaced 64 KiB samples (all of it under 1 MiB)
 SHOWN = 5  # differing keys named in a message
@@ -126,6 +129,8 @@ def config_differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
         if key.split(".", 1)[0].split("/", 1)[0] in RESUMABLE_KEYS:
             continue
         a, b = flat_saved.get(key, missing), flat_now.get(key, missing)
+        if a is missing and key in LATER_DEFAULTS:
+            a = LATER_DEFAULTS[key]
         if not _same(a, b):
             out.append(f"{key}: {_show(a, missing)} -> {_show(b, missing)}")
     return out

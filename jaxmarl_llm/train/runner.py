@@ -115,7 +115,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     Under several processes (train/multihost.py) every process runs this loop and saves checkpoints; only the
     primary writes config.json, metrics.csv, TensorBoard and the plots, and draws the bar."""
     out_dir = prepare_out_dir(config)
-    mesh = mesh_lib.make_mesh(config.mesh.num_devices)
+    mesh = mesh_lib.make_mesh(config.mesh.num_devices, config.mesh.get("fsdp", 1))
     hp = trainer.hparams
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(config.seed), hp), mesh, trainer.state_specs)
 

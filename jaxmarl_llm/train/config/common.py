@@ -73,13 +73,24 @@ def check_one_update(config: ml_collections.ConfigDict) -> None:
 
 def check_mesh(config: ml_collections.ConfigDict, key: str, per_device: int = 1,
                why: Callable[[int], str] | None = None) -> int:
-    """mesh.num_devices fits the visible devices and `config[key]` (the rows an update splits) is a multiple of
-    num_devices x `per_device`; `why(n_dev)` words the second message. Returns num_devices."""
+    """mesh.num_devices fits the visible devices, mesh.fsdp (where the trainer has it) divides it, and `config[key]`
+    (the rows an update splits, over every device: data x fsdp) is a multiple of num_devices x `per_device`;
+    `why(n_dev)` words the second message. Returns num_devices."""
     n_dev = config.mesh.num_devices or len(jax.devices())
     _require(n_dev <= len(jax.devices()), "mesh.num_devices", f"{n_dev} requested, {len(jax.devices())} visible")
     _require(jax.process_count() == 1 or n_dev == len(jax.devices()), "mesh.num_devices",
              f"a run over {jax.process_count()} processes uses every device: 0 or {len(jax.devices())}")
+    fsdp = config.mesh.get("fsdp", 1)
+    _require(isinstance(fsdp, int) and not isinstance(fsdp, bool) and fsdp >= 1, "mesh.fsdp",
+             f"must be an integer >= 1 (the devices each base weight is sharded over; 1 = whole on every device), "
+             f"got {fsdp!r}")
+    _require(n_dev % fsdp == 0, "mesh.fsdp",
+             f"{fsdp} does not divide mesh.num_devices = {n_dev}: the mesh is num_devices / fsdp data rows of fsdp "
+             "devices each")
     message = why(n_dev) if why is not None else f"{config[key]} must be a multiple of num_devices = {n_dev}"
+    if fsdp > 1:
+        message += (f" (mesh.fsdp={fsdp}: each of the {n_dev // fsdp} data rows splits its share over its {fsdp} "
+                    "fsdp devices too)")
     _require(config[key] % (n_dev * per_device) == 0, key, message)
     return n_dev
 

@@ -114,7 +114,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # saving that chunk, keeps the last good checkpoint and exits with status 3. max_kl reads approx_kl (not RLOO's:
     # no ratio), max_value_loss value_loss (PPO); max_param_norm_growth: the adapters' + heads' norm over its start
     c.stop = stop_defaults()
-    c.mesh = ml_collections.ConfigDict({"num_devices": 0})
+    # fsdp: shard the frozen base's weights over this many devices (a base that does not fit one device): the mesh
+    # is num_devices / fsdp data rows x fsdp; each forward gathers a layer at a time (train/mesh.py). 1 = every
+    # device holds the whole base (plain data parallel)
+    c.mesh = ml_collections.ConfigDict({"num_devices": 0, "fsdp": 1})
     # overwrite: True lets a fresh run delete the earlier run's checkpoints and metrics in out_dir (else refused)
     c.run = ml_collections.ConfigDict(
         {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
@@ -165,6 +168,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _check_seats(config)
     _require(not config.train_base or (not config.frozen_agents and config.opponent_pool.size == 0), "train_base",
              "frozen seats and snapshot pools play the untrained base; use train_base=False with them")
+    _check_fsdp(config)
     _check_actions(config)
     check_eval_episodes(config)
     _check_in_graph_eval(config)
@@ -179,6 +183,20 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
              "the reference)")
     check_run(config)
     check_model_checkpoint(config)
+
+
+def _check_fsdp(config: ml_collections.ConfigDict) -> None:
+    """mesh.fsdp > 1 shards the frozen base: what would need the whole base on one device, or train it, is refused."""
+    fsdp = config.mesh.fsdp
+    if fsdp == 1:
+        return
+    _require(not config.train_base, "mesh.fsdp",
+             f"{fsdp} shards the frozen base, but train_base=True trains it (a replicated float32 copy with Adam "
+             "state): use mesh.fsdp=1 with train_base")
+    _require(config.eval_episodes == 0, "mesh.fsdp",
+             f"{fsdp} shards the base, but eval_episodes > 0 evaluates after training on one device with the whole "
+             "base: set eval_episodes=0 (in_graph_eval plays sharded) and evaluate with experiments/eval.py where "
+             "the base fits")
 
 
 def _check_seats(config: ml_collections.ConfigDict) -> None:
