@@ -203,7 +203,8 @@ def test_critic_lr_steps_the_critic_alone():
     moved = {}
     for critic_lr in (0.0, 1e-12):
         trainer = _make(_config("mappo", frozen_agents=(1,), share_policy=True, critic={"kind": "mappo",
-                                                                                        "hidden": 32, "lr": critic_lr}))
+                                                                                        "hidden": 32, "lr": critic_lr,
+                                                                                        "value_norm": False}))
         start = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
         state, _ = _run(trainer, 1)
         delta = jax.tree.map(lambda a, b: float(np.abs(np.asarray(a) - np.asarray(b)).max()),
