@@ -23,6 +23,7 @@ import numpy as np
 
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.train.lm_seats import model_weights
 
 # (key, tokens [A, L], length [A], valid [A, K]: env.candidate_mask) -> action [A, M]
 Actor = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], TextAction]
@@ -154,7 +155,7 @@ def slot_seat_weights(trainer, state) -> SeatWeights:
     """lm_rl: each agent acts with its adapter slot (`trainer.slot_of_agent`), frozen agents at scale 0."""
     slots = {k: v for k, v in state.trainable.items() if k != "base"}
     per_agent = jax.tree.map(lambda x: x[jnp.asarray(trainer.slot_of_agent)], slots)
-    return SeatWeights(state.trainable.get("base", trainer.base), per_agent, trainer.agent_scale)
+    return SeatWeights(model_weights(state.trainable, trainer.base), per_agent, trainer.agent_scale)
 
 
 def trained_actor(trainer, weights: SeatWeights) -> Actor:

@@ -268,7 +268,7 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
                        for a, s in enumerate(plan.slot_of_agent))
 
     def games():
-        return {f"eval/{k}": v for k, v in versus(trainable.get("base", base), seat_loras).items()}
+        return {f"eval/{k}": v for k, v in versus(lm_seats.model_weights(trainable, base), seat_loras).items()}
 
     def skipped():
         return jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(games))

@@ -19,7 +19,7 @@ from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.lm_plan import Plan, Turns
-from jaxmarl_llm.train.lm_seats import acting_weights, draw_seats, take_agents
+from jaxmarl_llm.train.lm_seats import acting_weights, draw_seats, model_weights, take_agents
 
 
 def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, pool, env_ids: jax.Array):
@@ -28,7 +28,7 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
     env_ids [n]: global env indices (per-env randomness ignores the device split).
     Returns (Turns [T, n, A, ...], Seats, final transcripts [n, A, L])."""
     per_env = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(env_ids)  # noqa: E731
-    base = trainable.get("base", base)  # train_base: the policy's own trained copy of the base
+    base = model_weights(trainable, base)  # train_base: the policy's own trained copy of the base
     k_reset, k_turns = jax.random.split(key)
     seats = draw_seats(plan, jax.random.fold_in(k_reset, 0x5EA7), env_ids)
     weights = acting_weights(plan, trainable, pool, seats)

@@ -19,15 +19,9 @@ from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens
 from jaxmarl_llm.train.lm_plan import LMHParams, Plan, Turns
-from jaxmarl_llm.train.lm_seats import loss_view, per_agent
+from jaxmarl_llm.train.lm_seats import loss_view, model_weights, per_agent
 
 Scores = tuple  # (logprob, entropy, value), each [B, N, A_l, M]
-
-
-def model_weights(trainable, base, reference: bool = False):
-    """The base weights the policy runs: its own trained copy with `train_base` (trainable["base"]), else the
-    frozen base. The KL reference is always the frozen (initial) base."""
-    return base if reference else trainable.get("base", base)
 
 
 def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:

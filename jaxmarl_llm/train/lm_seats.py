@@ -139,6 +139,12 @@ def league_opponents(plan: Plan, key: jax.Array, gid: jax.Array) -> jax.Array:
     return jnp.where(kind < len(plan.league), kind + 1, 0).astype(jnp.int32)
 
 
+def model_weights(trainable, base, reference: bool = False):
+    """The base weights the policy runs: its own trained copy with `train_base` (trainable["base"]), else the
+    frozen base. The KL reference is always the frozen (initial) base."""
+    return base if reference else trainable.get("base", base)
+
+
 def per_agent(plan: Plan, trainable, agents: tuple[int, ...]):
     """Slot-stacked trainable [S, ...] -> one entry per listed seat [A', ...] (a gather: grads flow back)."""
     per_slot = {k: v for k, v in trainable.items() if k not in ("critic", "base")}  # no slot axis on these
