@@ -4,7 +4,9 @@ Because the runner state is everything the next update depends on, restoring
 it and running on gives bit-for-bit the numbers the uninterrupted run would
 have produced. Under several processes (train/multihost.py) every process calls save and
 restore with the same global state: orbax writes each shard from the process that holds it, and the
-metadata from the primary.
+metadata from the primary. A restore places every array on the shardings of `like` (never the device ids recorded
+at save), so a run saved by N processes resumes with another process count over the same mesh
+(tests/test_multiprocess.py).
 """
 
 from __future__ import annotations
