@@ -8,6 +8,12 @@
 player is the bare base model (`--config.model.checkpoint`, e.g. an SFT model). --opponent: random | minimax
 (the game's built-in players), base (the bare base model), self (the same adapter), or another run directory.
 Two-seat games alternate seats (half the episodes as each); one-seat games report the success rate.
+Games that count answers (twenty questions' `:lm` game) also print answer_accuracy: the share of the
+answers to listed questions that equal the oracle's, given by whichever seat answers in those games
+(in seat 0's games the opponent answers, in seat 1's the player):
+
+    python experiments/eval.py --config=configs/twenty_questions.py:lm \
+        --config.model.checkpoint=runs/sft_twenty_questions_lm/model --opponent=base --episodes=200
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
     env = GuessNumber(tokenizer, split="test", ...)            # held-out secrets
     result = evaluate(env, act, num_episodes=len(env.secrets), num_turns=10, reset=enumerate_secrets(env))
     # {"success_rate", "mean_turns", "mean_turns_solved", "format_error_rate", "episode_return"}
+    # (+ "answer_accuracy", "answered" in games whose info counts answers: twenty questions with an LM answerer)
 
 Success is the env's `solved` info when it reports one, else a positive
 episode return (summed over agents). `reset(i) -> (obs, state)` picks episode
@@ -24,6 +25,10 @@ import numpy as np
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.lm_seats import model_weights
+
+# rates over moves that games report as a pair of 0/1 info counts, {rate: (hits, tries)}: counted for the seat
+# that moved, summed over seats, turns and episodes (twenty questions' LM answerer: replies equal to the oracle's)
+INFO_RATIOS: dict[str, tuple[str, str]] = {"answer_accuracy": ("answer_correct", "answered")}
 
 # (key, tokens [A, L], length [A], valid [A, K]: env.candidate_mask) -> action [A, M]
 Actor = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], TextAction]
@@ -83,14 +88,40 @@ def play(key: jax.Array, env, act: Actor, num_episodes: int, num_turns: int,
         solved = info.get("solved", jnp.zeros(moving.shape, bool))
         solved = jnp.any(solved if solved.ndim == 2 else solved[:, None], axis=-1) & alive
         rec = {"reward": (reward * alive[:, None]).sum(-1), "alive": alive, "solved": solved,
-               "format_errors": (fe & moving).sum(-1), "moves": moving.sum(-1)}
+               "format_errors": (fe & moving).sum(-1), "moves": moving.sum(-1), **mover_counts(info, moving)}
         return (obs, state, alive & ~done), rec
 
     reports = [False]
     _, rec = jax.lax.scan(turn, (obs, state, jnp.ones((num_episodes,), bool)), jnp.arange(num_turns))
     ret = rec["reward"].sum(0)
+    counts = {name: rec[name].sum(0) for name in ratio_counts(rec)}
     return {"return": ret, "turns": rec["alive"].sum(0), "solved": rec["solved"].any(0) if reports[0] else ret > 0,
-            "format_errors": rec["format_errors"].sum(0), "moves": rec["moves"].sum(0)}
+            "format_errors": rec["format_errors"].sum(0), "moves": rec["moves"].sum(0), **counts}
+
+
+def ratio_counts(info: dict) -> tuple[str, ...]:
+    """The INFO_RATIOS counts a game reports (both of a pair, or neither)."""
+    return tuple(name for pair in INFO_RATIOS.values() if all(k in info for k in pair) for name in pair)
+
+
+def mover_counts(info: dict, moving: jax.Array) -> dict[str, jax.Array]:
+    """[E] per INFO_RATIOS count the game reports: the value of the seats that moved (moving [E, A]), summed."""
+    def one(v):
+        v = v if v.ndim == 2 else v[:, None]
+        return (jnp.broadcast_to(v, moving.shape) * moving).sum(-1).astype(jnp.int32)
+
+    return {name: one(info[name]) for name in ratio_counts(info)}
+
+
+def ratio_rates(counts: dict[str, Any]) -> dict[str, float]:
+    """INFO_RATIOS as floats from summed counts (NaN when there were no tries), and the tries' total."""
+    out = {}
+    for rate, (hits, tries) in INFO_RATIOS.items():
+        if hits in counts and tries in counts:
+            n = float(np.sum(counts[tries]))
+            out[rate] = float(np.sum(counts[hits])) / n if n else float("nan")
+            out[tries] = n
+    return out
 
 
 def summarize(episodes: dict[str, Any]) -> dict[str, float]:
@@ -103,6 +134,7 @@ def summarize(episodes: dict[str, Any]) -> dict[str, float]:
         "format_error_rate": float(e["format_errors"].sum() / max(e["moves"].sum(), 1)),
         "episode_return": float(e["return"].mean()),
         "episodes": int(solved.shape[0]),
+        **ratio_rates(e),
     }
 
 

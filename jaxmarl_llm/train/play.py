@@ -27,6 +27,7 @@ import numpy as np
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.policies import transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.train import evaluate
 
 SCRIPTED = ("random", "minimax")
 
@@ -50,13 +51,15 @@ def with_temperature(policy: LMPolicy, temperature: float) -> LMPolicy:
 
 
 class Outcomes(NamedTuple):
-    """Per episode and seat, [N, A]: the return and (when the game reports them) won / drew / moved illegally."""
+    """Per episode and seat, [N, A]: the return and (when the game reports them) won / drew / moved illegally,
+    and the game's `evaluate.INFO_RATIOS` counts (e.g. answers, right answers) of the seat's own moves."""
 
     ret: jax.Array
     won: jax.Array
     draw: jax.Array
     illegal: jax.Array
     format_error: jax.Array
+    counts: dict[str, jax.Array] | None = None  # {name: int [N, A]}; {} when the game reports none
 
 
 def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: int, incremental: bool | None = None,
@@ -102,7 +105,7 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
                         else None for kind in seat_kinds)
 
         def turn(carry, t):
-            obs, state, ret, seen, caches = carry
+            obs, state, ret, seen, counts, caches = carry
             k_turn = jax.random.fold_in(k_play, t)
             rows = [seat_action(s, kind, jax.random.fold_in(k_turn, s), base, seat_loras[s], obs, state, caches[s])
                     for s, kind in enumerate(seat_kinds)]
@@ -111,14 +114,24 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
             mask = jnp.stack([r[1] for r in rows], 1)
             action = TextAction(jnp.where(mask, tokens, pad), mask.sum(-1).astype(jnp.int32))
             keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(k_turn, a), i))(jnp.arange(num_episodes))
+            moving = jax.vmap(env.active)(state)  # [N, A]
             obs, state, reward, _, _, info = jax.vmap(env.step)(keys, state, action)
             seen = {k: seen[k] | jnp.broadcast_to(info.get(k, zeros), zeros.shape).astype(bool) for k in seen}
-            return (obs, state, ret + reward, seen, caches), None
+            counts = {k: c + jnp.broadcast_to(info[k], zeros.shape) * moving for k, c in counts.items()}
+            return (obs, state, ret + reward, seen, counts, caches), None
 
         seen0 = {k: zeros for k in ("won", "draw", "illegal", "format_error")}
-        (obs, state, ret, seen, _), _ = jax.lax.scan(
-            turn, (obs, state, jnp.zeros((num_episodes, a)), seen0, caches0), jnp.arange(num_turns))
-        return state, Outcomes(ret, seen["won"], seen["draw"], seen["illegal"], seen["format_error"])
+        counts0 = {k: jnp.zeros((num_episodes, a), jnp.int32) for k in evaluate.ratio_counts(info_of(state))}
+        (obs, state, ret, seen, counts, _), _ = jax.lax.scan(
+            turn, (obs, state, jnp.zeros((num_episodes, a)), seen0, counts0, caches0), jnp.arange(num_turns))
+        return state, Outcomes(ret, seen["won"], seen["draw"], seen["illegal"], seen["format_error"], counts)
+
+    def info_of(state) -> dict:
+        """The step info's shapes (nothing runs): which counts the game reports."""
+        n = state.turn.shape[0]
+        action = TextAction(jnp.zeros((n, env.num_agents, m), jnp.int32), jnp.zeros((n, env.num_agents), jnp.int32))
+        keys = jax.random.split(jax.random.PRNGKey(0), n)
+        return jax.eval_shape(jax.vmap(env.step), keys, state, action)[-1]
 
     return match
 
@@ -132,7 +145,18 @@ def outcome_rates(outcomes: Outcomes, seat: int) -> dict[str, jax.Array]:
     rate = lambda x: jnp.mean(x.astype(jnp.float32))  # noqa: E731
     return {"win": rate(won), "draw": rate(draw), "loss": rate(lost), "illegal": rate(illegal),
             "forfeit": rate(outcomes.illegal.any(-1) & ~illegal), "format_error": rate(outcomes.format_error[:, seat]),
-            "success": rate(ret > 0), "mean_return": jnp.mean(ret)}
+            "success": rate(ret > 0), "mean_return": jnp.mean(ret), **match_ratios(outcomes.counts or {})}
+
+
+def match_ratios(counts: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    """`evaluate.INFO_RATIOS` over every seat's moves (jittable; NaN without tries): e.g. twenty questions'
+    answer_accuracy is the accuracy of whichever seat answers in these games."""
+    out = {}
+    for name, (hits, tries) in evaluate.INFO_RATIOS.items():
+        if hits in counts and tries in counts:
+            n = jnp.sum(counts[tries]).astype(jnp.float32)
+            out[name] = jnp.where(n > 0, jnp.sum(counts[hits]) / jnp.maximum(n, 1.0), jnp.nan)
+    return out
 
 
 def summarize(outcomes: Outcomes, seat: int) -> dict[str, float]:

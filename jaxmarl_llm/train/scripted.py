@@ -143,28 +143,33 @@ def minimax_selfplay(env, noise: float = 0.0, tie_break: str = "random") -> Scri
 
 
 def greedy_splitter(env, noise: float = 0.0) -> Script:
-    """Twenty questions (oracle answerer): ask the question that splits the words still possible most evenly.
+    """Twenty questions: ask the question that splits the words still possible most evenly.
 
     Memory: the candidate mask bool[W] (all True at the start). Each turn the teacher asks the question
     with the largest min(#yes, #no) over the candidates (first such question on ties: one deterministic
     tree for the student to imitate; an asked question no longer splits, so none repeats), and keeps the
-    candidates that agree with the answer the oracle will give (the teacher reads the secret only for
-    that). It guesses the first candidate when one is left, when no question splits them, or on the last
-    turn (`env.max_turns`); a wrong guess drops that word. With at most 7 questions and a guess it can
-    certify 2**7 = 128 of the 187 words: 68.4%, the optimum for 8 turns.
+    candidates that agree with the answer (the teacher reads the secret only for that). It guesses the
+    first candidate when one is left, when no question splits them, or on the last turn (`env.max_turns`);
+    a wrong guess drops that word. With at most 7 questions and a guess it can certify 2**7 = 128 of the
+    187 words: 68.4%, the optimum for 8 turns.
+    answerer="oracle": the env answers; the mask takes the answer with the question.
+    answerer="lm" (two seats): a question is two env steps; seat 1 replies with the oracle's truthful
+    `Yes` / `No` to the question the env routed to it (`state.pending`), and the mask takes the answer then.
+    Both seats' moves are targets (each reads its own transcript; the answerer's holds the secret), so
+    one model learns both roles.
     noise: with this chance a question turn asks a uniformly random question instead (played, not a
-    target; the mask still takes its answer). Guess turns are always the teacher's.
+    target; the mask still takes its answer). Guess and answer turns are always the teacher's.
     """
-    if env.answerer != "oracle":
-        raise ValueError(f"greedy_splitter plays the oracle game; got answerer={env.answerer!r}")
     answers = env.answers  # [W, Q] bool
     num_words, num_questions = answers.shape
     last_turn = env.max_turns - 1
+    lm = env.answerer == "lm"
 
     def init(state) -> jax.Array:
         return jnp.ones((num_words,), bool)  # [W] candidates
 
-    def act(key, memory, state):
+    def ask(key, memory, state) -> tuple[TextAction, jax.Array, jax.Array]:
+        """The questioner's move: (action, explored [], candidates after it [W])."""
         k_explore, k_question = jax.random.split(key)
         count = memory.sum()
         yes = jnp.sum(answers & memory[:, None], axis=0)  # [Q]
@@ -173,10 +178,26 @@ def greedy_splitter(env, noise: float = 0.0) -> Script:
         explore = (jax.random.uniform(k_explore) < noise) & ~guess_now
         question = jnp.where(explore, jax.random.randint(k_question, (), 0, num_questions), jnp.argmax(split))
         word = jnp.argmax(memory)  # the first candidate
-        asked = memory & (answers[:, question] == answers[state.secret, question])
+        # the oracle answers with the question; the lm answerer's reply updates the mask on its own turn
+        asked = memory & (answers[:, question] == answers[state.secret, question]) if not lm else memory
         guessed = memory & (jnp.arange(num_words) != word)
         action = jax.tree.map(lambda g, a: jnp.where(guess_now, g, a), env.guess_action(word), env.ask_action(question))
-        return action, jnp.broadcast_to(~explore, (env.num_agents,)), jnp.where(guess_now, guessed, asked)
+        return action, explore, jnp.where(guess_now, guessed, asked)
+
+    def reply(memory, state) -> tuple[TextAction, jax.Array]:
+        """The answerer's move (lm game): the truth about the pending question, and the candidates it leaves."""
+        question = jnp.maximum(state.pending, 0)
+        truth = answers[state.secret, question]
+        return env.answer_action(truth), memory & (answers[:, question] == truth)
+
+    def act(key, memory, state):
+        action, explore, after = ask(key, memory, state)
+        if lm:
+            replying = state.active[1]
+            answer, answered = reply(memory, state)
+            action = jax.tree.map(lambda r, q: jnp.where(replying, r, q), answer, action)
+            explore, after = explore & ~replying, jnp.where(replying, answered, after)
+        return action, jnp.broadcast_to(~explore, (env.num_agents,)), after
 
     return Script(init, act)
 

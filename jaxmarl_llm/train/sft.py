@@ -31,6 +31,10 @@ One teacher update:
      stop token is learnt in the same pass, with inputs exactly as RL shows them).
   3. One AdamW step (warmup + cosine) on `algos.sft.sft_loss`.
 
+Metrics: `move_accuracy` (a move counts when greedy decoding under teacher forcing writes all of it and
+its eos) and, in games with several seats (teacher or policy rows), `move_accuracy_<agent>` per seat:
+one model learning two roles (twenty questions' questioner and answerer) learns them at different speeds.
+
 `train_base=True` trains every weight of the base (a from-scratch tiny model:
 LoRA alone cannot teach a random model a format); otherwise only LoRA adapters
 over a frozen base (usually a checkpoint), merged into the base on export.
@@ -169,6 +173,14 @@ def split_weights(trainable, base, train_base: bool) -> tuple[Any, Any]:
     return base["model"], {"lora": trainable["lora"]}
 
 
+def shard_rate(hit: jax.Array, where: jax.Array, axis_name: str | None) -> jax.Array:
+    """sum(hit & where) over this shard / the count of `where` over all shards: psum of it is the global rate."""
+    count = where.sum().astype(jnp.float32)
+    if axis_name is not None:
+        count = jax.lax.psum(count, axis_name)
+    return jnp.sum(hit & where) / jnp.maximum(count, 1.0)
+
+
 def keep_episodes(data: Transcripts, keep: jax.Array) -> Transcripts:
     """Rows with keep [B] False lose every target (zero weight in the loss); shapes stay static."""
     return data._replace(mask=data.mask & keep[:, None], turn_mask=data.turn_mask & keep[:, None, None])
@@ -202,6 +214,8 @@ def make_train(config, env=None) -> SFTTrainer:
     train_base = bool(config.train_base)
     num_envs, num_turns = config.num_envs, config.num_turns
     num_updates = int(config.total_episodes // num_envs)
+    # multi-seat games played by a teacher or the policy: per-seat move accuracy (e.g. questioner vs answerer)
+    seat_names = tuple(enumerate(env.agents)) if source != "file" and env.num_agents > 1 else ()
 
     def weights(state: SFTState, base) -> tuple[Any, Any]:
         """(base params, adapter trainable or None) that act and score."""
@@ -219,10 +233,10 @@ def make_train(config, env=None) -> SFTTrainer:
         wrong = jnp.pad(jnp.argmax(logits[:, :-1], -1) != data.targets[:, 1:], ((0, 0), (1, 0)))  # [B, L]
         moves = data.turn_mask.any(-1)  # [B, T]
         move_ok = ~jnp.any(data.turn_mask & wrong[:, None, :], axis=-1)
-        count = moves.sum().astype(jnp.float32)
-        if axis_name is not None:
-            count = jax.lax.psum(count, axis_name)
-        metrics = {**metrics, "move_accuracy": jnp.sum(move_ok & moves) / jnp.maximum(count, 1.0)}
+        metrics = {**metrics, "move_accuracy": shard_rate(move_ok, moves, axis_name)}
+        for seat, name in seat_names:  # rows are (env, seat) pairs, seat-minor: each seat's own moves
+            mine = (jnp.arange(moves.shape[0]) % len(seat_names) == seat)[:, None]
+            metrics[f"move_accuracy_{name}"] = shard_rate(move_ok, moves & mine, axis_name)
         return loss, metrics
 
     def batch(key: jax.Array, state: SFTState, hp: SFTHParams, base, n_local: int, axis_name):

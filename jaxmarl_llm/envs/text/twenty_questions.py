@@ -9,7 +9,10 @@ table shipped with the word list; a question outside `data/questions.tsv` is a
 format error ("Ask one of the listed questions").
 answerer="lm" (two agents): the question text goes to the answerer slot (a
 frozen LM, say), whose prompt holds the secret; its reply is read as yes/no
-(first word) and passed back. Guesses are always checked by the env.
+(first word) and passed back. Guesses are always checked by the env. On each
+answer turn the info says whether the question was a listed one (`answered`: the
+oracle knows the truth) and whether the reply equals the oracle's answer
+(`answer_correct`), so a run can report the answerer's accuracy.
 
 Reward: +1 to every agent when the word is guessed (episode ends);
 `format_penalty` (default 0) for an unparsable questioner turn. Truncated after
@@ -42,6 +45,15 @@ YES, NO, CORRECT, WRONG, INVALID, UNKNOWN_Q, DONT_KNOW = range(7)
 TO_ANSWERER = "\nAnswer: "
 
 
+def answer_check(answers: jax.Array, secret: jax.Array, pending: jax.Array, reply: jax.Array,
+                 replying: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(answered, correct) [] bool of one answerer turn: a reply (1 yes / 0 no / -1 neither) to a listed
+    question (`pending` >= 0: the oracle knows its truth), and whether it equals answers[secret, pending] ([W, Q])."""
+    answered = replying & (pending >= 0)
+    truth = answers[secret, jnp.maximum(pending, 0)].astype(jnp.int32)
+    return answered, answered & (reply == truth)
+
+
 @struct.dataclass
 class TwentyQuestionsParams(TextParams):
     max_steps: int = 20  # questioner turns
@@ -52,6 +64,7 @@ class TwentyQuestionsParams(TextParams):
 class TwentyQuestionsState(TextState):
     secret: jax.Array  # [] int32 word index
     questions: jax.Array  # [] int32 questioner turns taken
+    pending: jax.Array  # [] int32 the listed question awaiting the answerer's reply (-1: none, or not on the list)
 
 
 class TwentyQuestions(TextEnv):
@@ -94,7 +107,8 @@ class TwentyQuestions(TextEnv):
         """A fresh episode with a given word index."""
         secret = jnp.asarray(secret, jnp.int32)
         active = jnp.arange(self.num_agents) == 0
-        state = TwentyQuestionsState(**self._base_state(active), secret=secret, questions=jnp.int32(0))
+        state = TwentyQuestionsState(**self._base_state(active), secret=secret, questions=jnp.int32(0),
+                                     pending=jnp.int32(-1))
         if self.answerer == "lm":  # the answerer's prompt names the secret
             answerer = jnp.arange(self.num_agents) == 1
             state = self._append_table(state, self.word_pieces, jnp.full((2,), secret), answerer)
@@ -127,6 +141,7 @@ class TwentyQuestions(TextEnv):
         kind, question, word = self.parse_question(tokens[0], length[0])
         correct = asking & (kind == 1) & (word == state.secret)
         truth = self.answers[state.secret, jnp.maximum(question, 0)]
+        pending = jnp.int32(-1)
         if self.answerer == "oracle":
             outcome = jnp.where(
                 kind == 1,
@@ -142,6 +157,8 @@ class TwentyQuestions(TextEnv):
             outcome = jnp.where(asking, ask_outcome, answer_outcome)
             format_error = asking & (kind < 0)
             to_answerer = asking & (kind == 0)  # a question: the answerer moves next
+            pending = jnp.where(to_answerer, question, -1)
+            answered, answer_correct = answer_check(self.answers, state.secret, state.pending, reply, ~asking)
         seat = jnp.arange(a)
         new = self._append(state, tokens, length)
         # the questioner reads the env's (or the answerer's) reply unless its question went to the answerer
@@ -154,11 +171,19 @@ class TwentyQuestions(TextEnv):
         questions = state.questions + asking.astype(jnp.int32)
         reward = jnp.full((a,), jnp.where(correct, 1.0, 0.0)) + jnp.where((seat == 0) & format_error, params.format_penalty, 0.0)
         active = jnp.where(to_answerer, seat == 1, seat == 0)
-        new = new.replace(turn=state.turn + 1, questions=questions, active=active)
+        new = new.replace(turn=state.turn + 1, questions=questions, active=active, pending=pending)
         truncated = (questions >= params.max_steps) & ~correct & ~to_answerer
         answer = jnp.where(outcome == YES, 1, jnp.where(outcome == NO, 0, -1))
         info = {"format_error": jnp.broadcast_to(format_error, (a,)), "solved": jnp.broadcast_to(correct, (a,)), "answer": jnp.broadcast_to(answer, (a,))}
+        if self.answerer == "lm":  # int, not bool: a bool info becomes a per-episode "<name>_rate" in RL metrics
+            info["answered"] = jnp.broadcast_to(answered, (a,)).astype(jnp.int32)
+            info["answer_correct"] = jnp.broadcast_to(answer_correct, (a,)).astype(jnp.int32)
         return new, reward, correct, truncated, info
+
+    def answer_action(self, yes: jax.Array) -> TextAction:
+        """`Yes` / `No` from the answerer (the questioner's row empty); lm game only."""
+        return self.make_action(self.yes_no, jnp.full((self.num_agents,), jnp.where(yes, 0, 1)),
+                                jnp.arange(self.num_agents) == 1)
 
     def ask_action(self, question: jax.Array) -> TextAction:
         """`Ask: <name>` from the questioner (other rows empty)."""
