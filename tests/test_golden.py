@@ -15,8 +15,8 @@ sha256 of the bytes) per configuration:
   * SFT on the guess_number teacher; DPO on arithmetic pairs played by the teacher (noise 0 vs 1)
   * spread_mlp: the MLP IPPO trainer on MPE simple_spread (its parameters stand in for `trainable`)
 
-Metrics and checksums agree to 1e-6 (relative); the bytes are reported, not
-required (a different XLA program order may round differently). The numbers are
+Metrics and checksums agree to 1e-5 (relative: `TOL`, two CPUs round differently); the bytes are
+reported, not required (a different XLA program order may round differently). The numbers are
 those of tests/conftest.py's XLA flags (backend optimization level 0): the default
 level rounds differently in the last bits (re-recorded under level 0 at a commit that
 matched the pre-reshape record at the default level).
@@ -153,8 +153,21 @@ def run_golden(name: str, config) -> dict:
     return {"metrics": metrics, "trainable": _checksum(trainable)}
 
 
-def _close(a: float, b: float, tol: float = 1e-6) -> bool:
+# Relative tolerance. The same code on two x86 CPUs (session 15's and an AMD EPYC, both under level 0) rounds
+# differently by up to ~2e-6 after 3 updates (vector widths differ), so 1e-5: a change in what a trainer
+# computes moves these numbers far more.
+TOL = 1e-5
+# Metrics that count decisions and may flip one of their samples across CPUs: DPO's pair accuracy at update 1
+# counts margins that are 0 up to rounding (the policy is still the reference), one pair of 8 = 0.125.
+COUNT_TOL = {"accuracy": 0.125}
+
+
+def _close(a: float, b: float, tol: float = TOL) -> bool:
     return abs(a - b) <= tol * max(1.0, abs(a), abs(b))
+
+
+def _metric_close(name: str, a: float, b: float) -> bool:
+    return _close(a, b) or abs(a - b) <= COUNT_TOL.get(name, 0.0) + 1e-9
 
 
 @pytest.mark.parametrize("name", sorted(_configs()))
@@ -170,7 +183,7 @@ def test_golden(name):
     # every recorded metric is still logged (new ones may join: team_return, return_agent<i>, ...)
     assert set(want["metrics"]) <= set(got["metrics"]), f"metrics gone: {set(want['metrics']) - set(got['metrics'])}"
     for k, values in want["metrics"].items():
-        assert all(_close(a, b) for a, b in zip(got["metrics"][k], values)), (k, got["metrics"][k], values)
+        assert all(_metric_close(k, a, b) for a, b in zip(got["metrics"][k], values)), (k, got["metrics"][k], values)
     assert sorted(got["trainable"]) == sorted(want["trainable"]), "trainable leaves changed"
     differ = []
     for leaf, w in want["trainable"].items():
