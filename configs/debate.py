@@ -29,14 +29,37 @@ as is, but learning needs a warm start. Today that is a real checkpoint
 (above). There is no scripted teacher for debate in train/scripted.py yet; one
 that speaks the env's canned arguments (`Debate.random_action`) would give the
 SFT-then-RL recipe of configs/guess_number.py for the rule judge.
+
+`:trained_judge` (issue 17): the judge is a trained LM, frozen while the debaters learn. Step 1
+(configs/sft_debate.py) trains a tiny model's judge seat on random debates to name the rule judge's winner;
+step 2 seats it as the frozen judge and trains the debaters' shared adapter by GRPO, every seat restricted
+to its role's replies (`policy.actions="constrained"`: the canned arguments, or the two verdicts):
+
+    python experiments/train.py --config=configs/sft_debate.py
+    python experiments/train.py --config=configs/debate.py:trained_judge              # self-play
+    python experiments/train.py --config=configs/debate.py:trained_judge --config.scripted_agents=1:random
+
+Metrics: `judge_agreement` (the frozen judge's verdicts equal to the rule's, on the debates RL plays),
+`markers_per_speech` (the rule's currency: 3.0 at best, ~1.7-2.0 for random arguments), `won_rate_agent0/1`.
+Measured (seed 0, 2 CPU cores shared with other jobs): the judge's teacher-forced agreement on fresh random
+debates 0.47 (updates 1-20) -> 1.0 by update 300 (~1.5 min). In RL it agrees less: 0.78 on the debates of
+the untrained debaters (lr 1e-9, 20 updates; 0.82 sampling at temperature 0.3), so what it learnt does not
+carry fully from the teacher's uniformly random debates to the policy's (not understood yet). Debater A
+against a random B, 100 updates: A's win rate 0.61 (updates 1-10) -> 0.54-0.65, flat, while its markers per
+speech fell 1.86 -> 1.69 and agreement fell to 0.57-0.68: A drifts to arguments the judge misjudges in
+its favour, not to better ones (reward hacking of a learnt judge, in miniature). With the rule judge
+instead (`--config.env_kwargs.judge=rule --config.frozen_agents="()" --config.num_turns=4`) the same
+self-play learns: markers per speech 2.1 -> 2.8 in 100 updates (tests/test_debate_judge.py).
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults
 
+VARIANTS = ("", "rule", "lm", "trained_judge")
+
 
 def get_config(variant: str = ""):
-    if variant not in ("", "rule", "lm"):
-        raise ValueError(f"configs/debate.py:{variant}: the variant is 'rule' (default) or 'lm'")
+    if variant not in VARIANTS:
+        raise ValueError(f"configs/debate.py:{variant}: the variant is 'rule' (default), 'lm' or 'trained_judge'")
     c = lm_rl_defaults()
     c.env_name = "text/debate"
     rounds = 2
@@ -44,7 +67,7 @@ def get_config(variant: str = ""):
     c.algo = "grpo"
     c.share_policy = True
     c.num_turns = 2 * rounds  # A, B, A, B
-    if variant == "lm":
+    if variant in ("lm", "trained_judge"):
         c.env_kwargs["judge"] = "lm"
         c.frozen_agents = (2,)  # the judge: the bare base model, never trained
         c.num_turns = 2 * rounds + 1  # ... then the verdict
@@ -52,6 +75,17 @@ def get_config(variant: str = ""):
     c.group_size = 8
     c.lr = 1e-3
     c.total_episodes = 16 * 100
-    c.run.out_dir = "runs/debate" + ("_lm" if variant == "lm" else "")
+    c.run.out_dir = "runs/debate" + (f"_{variant}" if variant in ("lm", "trained_judge") else "")
     c.run.updates_per_chunk = 5
+    if variant == "trained_judge":
+        trained_judge(c)
     return c
+
+
+def trained_judge(c) -> None:
+    """`:trained_judge`: the debaters learn by RL in front of an SFT-trained frozen judge (see the docstring)."""
+    c.model.checkpoint = "runs/sft_debate_judge/model"  # configs/sft_debate.py: the judge, also the debaters' base
+    c.tokenizer = "word"  # that model's: built from the same env texts, the same ids
+    c.env_kwargs.update({"capacity": 224, "max_action_tokens": 26})
+    c.policy.actions = "constrained"  # debaters: the canned arguments; the judge: `Winner: A` / `Winner: B`
+    c.lr, c.kl_coef = 1e-2, 0.0  # the base never learnt to debate: nothing there worth staying near

@@ -14,6 +14,13 @@ answers to listed questions that equal the oracle's, given by whichever seat ans
 
     python experiments/eval.py --config=configs/twenty_questions.py:lm \
         --config.model.checkpoint=runs/sft_twenty_questions_lm/model --opponent=base --episodes=200
+
+--heldout instead plays the run's own greedy held-out evaluation (what `eval_episodes` reports after training:
+the run's seats, every secret once where the env lists them, `config.eval_episodes` of them when set) of the
+checkpoint's latest state or, without --checkpoint, of the starting model (update 0: before RL):
+
+    python experiments/eval.py --config=configs/twenty_questions.py:lm_scratch \
+        --config.model.checkpoint=runs/sft_twenty_questions_answerer/model --heldout
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import jax  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from jaxmarl_llm.train import lm_rl, play  # noqa: E402
+from jaxmarl_llm.train import lm_rl, play, trainers  # noqa: E402
 from jaxmarl_llm.train.checkpoints import Checkpoints  # noqa: E402
 from jaxmarl_llm.train.cli import check_overrides, main_guard  # noqa: E402
 from jaxmarl_llm.train.config import validate_lm_rl  # noqa: E402
@@ -40,10 +47,12 @@ _EPISODES = flags.DEFINE_integer("episodes", 100, "Episodes (split evenly over t
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "0 = greedy decoding; > 0 samples.")
 _TRANSCRIPTS = flags.DEFINE_integer("transcripts", 2, "Rendered games to print per seat.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of resets, sampling and the scripted opponents.")
+_HELDOUT = flags.DEFINE_bool("heldout", False, "The run's own greedy held-out evaluation (as eval_episodes after "
+                             "training) of --checkpoint, or of the starting model without one; no matches.")
 
 
-def restore_adapter(trainer, run_dir: str, slot: int):
-    """(one adapter slot (no slot axis), the run's trained base or None) from the latest checkpoint of `run_dir`."""
+def restore_state(trainer, run_dir: str):
+    """The runner state of the latest checkpoint of `run_dir`."""
     like = jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams)
     ckpt = Checkpoints(os.path.join(run_dir, "checkpoints"))
     try:
@@ -51,6 +60,12 @@ def restore_adapter(trainer, run_dir: str, slot: int):
         print(f"restored {run_dir} at update {ckpt.latest_step()}")
     finally:
         ckpt.close()
+    return state
+
+
+def restore_adapter(trainer, run_dir: str, slot: int):
+    """(one adapter slot (no slot axis), the run's trained base or None) from the latest checkpoint of `run_dir`."""
+    state = restore_state(trainer, run_dir)
     return jax.tree.map(lambda x: x[slot], state.trainable["lora"]), state.trainable.get("base")
 
 
@@ -83,6 +98,13 @@ def main(argv):
     config = _CONFIG.value
     validate_lm_rl(config)
     trainer = lm_rl.make_train(config)
+    if _HELDOUT.value:
+        state = restore_state(trainer, _CHECKPOINT.value) if _CHECKPOINT.value else \
+            jax.jit(trainer.init)(jax.random.PRNGKey(config.seed), trainer.hparams)
+        result = trainers.heldout_eval(config, trainer, state)
+        print(f"{_CHECKPOINT.value or 'starting model'}, held-out greedy eval: "
+              + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
+        return
     env = trainer.env
     policy = play.with_temperature(trainer.policy, _TEMPERATURE.value)
     lora, trained_base = restore_adapter(trainer, _CHECKPOINT.value, _SLOT.value) if _CHECKPOINT.value else (None, None)

@@ -523,6 +523,82 @@ def test_sft_lm_twenty_questions_answerer_learns_the_oracles_answers():
         assert ((lo - 1e-6 <= r["move_accuracy"]) & (r["move_accuracy"] <= hi + 1e-6)).all(), r
 
 
+def _tq_lm_seat_accuracy(target_agents: tuple[int, ...], updates: int) -> dict[str, float]:
+    """SFT on the one-question lm game (`Ask: has_e`, its answer, a guess) with `target_agents`; then each seat's
+    teacher-forced move accuracy, read from an every-seat trainer's metrics on the trained weights (an update's
+    metrics are computed before its step)."""
+    config = _config(env_name="text/twenty_questions", num_turns=3, num_envs=16, total_episodes=16 * updates, lr=1e-2)
+    config.env_kwargs = {"answerer": "lm", "max_turns": 2, "capacity": 240, "max_action_tokens": 20}
+    config.model.max_position_embeddings = 288
+    config.anneal_lr, config.target_agents = False, target_agents
+    trainer = sft.make_train(config)
+    state, metrics = _run(trainer, updates)
+    config.target_agents = ()
+    every = sft.make_train(config)
+    _, probe = jax.jit(lambda s: every.update(s, every.hparams, every.base))(state)
+    return {"questioner": float(probe["move_accuracy_questioner"]), "answerer": float(probe["move_accuracy_answerer"]),
+            "own_seats": sorted(k for k in metrics if k.startswith("move_accuracy_")),
+            "target_tokens": float(np.asarray(metrics["target_tokens"])[-1])}
+
+
+def test_sft_target_agents_trains_only_the_listed_seat():
+    """target_agents=(1,): the lm game's answerer alone learns. After 40 updates the every-seat model writes the
+    questioner's `Ask: has_e` / guess (accuracy >= 0.9; measured 1.0), the answerer-only model never its format
+    (0.0: its rows were dropped, the questioner's moves never a target), while both write the answerer's
+    `Yes` / `No` (>= 0.25: about chance this early, measured 0.44 on the probe's 16 answers). Only the trained seat's
+    per-seat metric is reported; each row's targets are the answerer's two moves (`Yes`/`No` + eos, a guess is
+    not its move)."""
+    from fresh_process import run_optimized
+
+    both = run_optimized(_tq_lm_seat_accuracy, (), 40)
+    answerer = run_optimized(_tq_lm_seat_accuracy, (1,), 40)
+    assert both["questioner"] >= 0.9 and answerer["questioner"] == 0.0, (both, answerer)
+    assert both["answerer"] >= 0.25 and answerer["answerer"] >= 0.25, (both, answerer)
+    assert both["own_seats"] == ["move_accuracy_answerer", "move_accuracy_questioner"]
+    assert answerer["own_seats"] == ["move_accuracy_answerer"]
+    assert answerer["target_tokens"] == pytest.approx(4.0, abs=0.5)  # `Yes` + eos or `No` + eos: 3.5 on average
+
+
+@pytest.mark.parametrize("variant", ["", "lm", "answerer"])
+def test_sft_twenty_questions_variants_build(variant):
+    """configs/sft_twenty_questions.py's variants validate and build (nothing compiles); `:answerer` trains seat 1
+    alone on balanced random questions, with the word tokenizer its RL stage (twenty_questions.py:lm_scratch) uses."""
+    from configs import sft_twenty_questions, twenty_questions
+
+    config = sft_twenty_questions.get_config(variant)
+    config.mesh.num_devices = 1
+    validate_sft(config)
+    trainer = sft.make_train(config)
+    assert trainer.env.num_agents == (1 if not variant else 2)
+    if variant == "answerer":
+        assert tuple(config.target_agents) == (1,) and config.script_noise == 1.0
+        rl = twenty_questions.get_config("lm_scratch")
+        assert (rl.tokenizer, rl.env_kwargs.answerer, rl.env_kwargs.max_turns) == \
+            (config.tokenizer, config.env_kwargs.answerer, config.env_kwargs.max_turns)  # the same word ids
+    with pytest.raises(ValueError, match="variant"):
+        sft_twenty_questions.get_config("questioner")
+
+
+def test_sft_target_agents_rows_and_bad_values():
+    """seat_rows picks (env, seat) rows in collect's order; bad target_agents name the key."""
+    np.testing.assert_array_equal(sft.seat_rows(3, 2, (1,)), [1, 3, 5])
+    np.testing.assert_array_equal(sft.seat_rows(2, 3, (2, 0)), [2, 0, 5, 3])
+    env = TwentyQuestions(answerer="lm", max_turns=2, capacity=240, max_action_tokens=20)
+    data = jax.jit(lambda k: sft.collect(k, env, greedy_splitter(env), 3, jnp.arange(2), env.tokenizer.eos_id))(
+        jax.random.PRNGKey(0))
+    kept = sft.take_rows(data, sft.seat_rows(2, 2, (1,)))
+    for row in np.asarray(kept.tokens):
+        assert "The secret word is" in env.tokenizer.decode(row.tolist())
+    for value in [(2,), (1, 1), (-1,), ("1",)]:
+        config = _config(env_name="text/twenty_questions", num_turns=3, target_agents=value)
+        config.env_kwargs = {"answerer": "lm", "max_turns": 2, "capacity": 240, "max_action_tokens": 20}
+        with pytest.raises(ConfigError, match="config.target_agents"):
+            validate_sft(config)
+            sft.make_train(config)
+    with pytest.raises(ConfigError, match="config.target_agents"):
+        validate_sft(_config(source="file", data_path=__file__, target_agents=(0,)))
+
+
 def _tic_tac_toe_move_accuracy(updates: int) -> np.ndarray:
     from configs import sft_tic_tac_toe
 
@@ -546,7 +622,7 @@ def test_sft_tic_tac_toe_learns_minimax_moves_from_tagged_boards():
 
 @pytest.mark.parametrize(
     "key,value,match",
-    [("env_name", "text/debate", "config.env_name"), ("num_envs", 0, "config.num_envs"),
+    [("env_name", "text/cooperative_writing", "config.env_name"), ("num_envs", 0, "config.num_envs"),
      ("script_noise", 1.5, "config.script_noise"), ("script_kwargs", {"digitz": 4}, "config.script_kwargs"),
      ("lr", 0.0, "config.lr")],
 )
@@ -805,7 +881,7 @@ def test_bad_transcript_files_reach_the_entry_point_as_config_errors(tmp_path):
      ({"source": "file", "data_path": "/no/such/file.jsonl"}, "config.data_path"),
      ({"source": "file", "max_length": 1}, "config.max_length"),
      ({"source": "policy", "min_return": float("nan")}, "config.min_return"),
-     ({"source": "teacher", "env_name": "text/debate"}, "config.env_name")],
+     ({"source": "teacher", "env_name": "text/cooperative_writing"}, "config.env_name")],
 )
 def test_bad_sft_source_configs_name_the_key(kw, match):
     config = _file_config() if kw.get("source") == "file" else _config()
@@ -816,9 +892,9 @@ def test_bad_sft_source_configs_name_the_key(kw, match):
 
 
 def test_a_teacher_is_needed_only_for_source_teacher():
-    config = _config(env_name="text/debate", source="policy")
+    config = _config(env_name="text/cooperative_writing", source="policy")
     config.env_kwargs = {}
-    validate_sft(config)  # debate has no scripted teacher; the policy plays it
+    validate_sft(config)  # cooperative writing has no scripted teacher; the policy plays it
     validate_sft(_file_config())
 
 

@@ -270,6 +270,7 @@ def build_model(mcfg, tokenizer, seed: int, host: bool = False) -> tuple[ModelCo
         mcfg.family, vocab_size=tokenizer.vocab_size, hidden_size=mcfg.hidden_size, intermediate_size=mcfg.intermediate_size,
         num_layers=mcfg.num_layers, num_heads=mcfg.num_heads, num_kv_heads=mcfg.num_kv_heads, head_dim=mcfg.head_dim,
         max_position_embeddings=mcfg.max_position_embeddings, dtype=mcfg.dtype, param_dtype=mcfg.dtype,
+        tie_embeddings=bool(mcfg.get("tie_embeddings", False)),
     )
     # std 0.1 (not 0.02): with RMSNorm fixing |h|, LoRA on the blocks can only steer the logits
     # as far as |lm_head rows| allows; a from-scratch base needs room to express preferences.

@@ -27,8 +27,14 @@ from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.lm_seats import model_weights
 
 # rates over moves that games report as a pair of 0/1 info counts, {rate: (hits, tries)}: counted for the seat
-# that moved, summed over seats, turns and episodes (twenty questions' LM answerer: replies equal to the oracle's)
-INFO_RATIOS: dict[str, tuple[str, str]] = {"answer_accuracy": ("answer_correct", "answered")}
+# that moved, summed over seats, turns and episodes (twenty questions' LM answerer: replies equal to the oracle's,
+# over every listed question and over those whose truth is Yes, which "always No" gets all wrong)
+INFO_RATIOS: dict[str, tuple[str, str]] = {"answer_accuracy": ("answer_correct", "answered"),
+                                           "yes_answer_accuracy": ("answer_correct_yes", "answered_yes"),
+                                           # debate's LM judge: verdicts equal to the rule judge's (no rule draws)
+                                           "judge_agreement": ("judge_agrees", "judged"),
+                                           # debate: markers a speech adds to its debater's score (the rule's count)
+                                           "markers_per_speech": ("new_markers", "spoke")}
 
 # (key, tokens [A, L], length [A], valid [A, K]: env.candidate_mask) -> action [A, M]
 Actor = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], TextAction]

@@ -18,6 +18,7 @@ from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.train.evaluate import INFO_RATIOS
 from jaxmarl_llm.train.lm_plan import Plan, Turns
 from jaxmarl_llm.train.lm_seats import acting_weights, draw_seats, model_weights, take_agents
 
@@ -197,8 +198,9 @@ def critic_features(plan: Plan, policy: LMPolicy, base, final: jax.Array, prompt
 
 def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> dict:
     """Mean episode return over learning seats (learns [N, A]), the team return (their sum), each seat's return,
-    success rate (a positive return), turns, tokens per turn, format errors per learner turn, and `<key>_rate`
-    per learner episode for boolean game outcomes."""
+    success rate (a positive return), turns, tokens per turn, format errors per learner turn, `<key>_rate`
+    per learner episode for boolean game outcomes (and `<key>_rate_agent<i>` per learning seat), and the game's `evaluate.INFO_RATIOS` over every seat's moves
+    (0 when there were no tries)."""
 
     def total(x):
         x = jnp.sum(x)
@@ -225,9 +227,17 @@ def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> d
         for seat in range(returns.shape[-1]):
             eps = total(learns[:, seat].sum())
             out[f"return_agent{seat}"] = total((returns[:, seat] * learns[:, seat]).sum()) / jnp.maximum(eps, 1.0)
+    for rate, (hits, tries) in INFO_RATIOS.items():  # e.g. a frozen answerer's accuracy on the learner's questions
+        if hits in turns.info and tries in turns.info:
+            moved = lambda v: total(jnp.broadcast_to(v, turns.acted.shape) * turns.acted)  # noqa: E731  the mover's
+            out[rate] = moved(turns.info[hits]) / jnp.maximum(moved(turns.info[tries]), 1.0)
     learner_eps = total(jnp.minimum(learns.sum(-1), 1.0))
     for name, v in turns.info.items():  # e.g. tic-tac-toe's won / draw / illegal: [T, N, A] bool
         if name != "format_error" and v.ndim == 3 and v.dtype == jnp.bool_:
             happened = jnp.any(v, axis=0).astype(jnp.float32) * learns  # [N, A]
             out[f"{name}_rate"] = total(happened.max(-1)) / jnp.maximum(learner_eps, 1.0)
+            if happened.shape[-1] > 1:  # each seat's own rate (e.g. debater A's wins vs B's), over its episodes
+                for seat in range(happened.shape[-1]):
+                    eps = total(learns[:, seat].sum())
+                    out[f"{name}_rate_agent{seat}"] = total(happened[:, seat]) / jnp.maximum(eps, 1.0)
     return out

@@ -73,8 +73,10 @@ class _RecordingTokenizer(CharTokenizer):
 def _env_texts(env_name: str, env_kwargs: dict) -> list[str]:
     """Every string env `env_name` encodes while it is built, in order."""
     recorder = _RecordingTokenizer()
-    # the recorder counts characters: a capacity sized for words must not stop the build (texts do not depend on it)
-    if "capacity" in env_kwargs:
-        env_kwargs = {**env_kwargs, "capacity": max(int(env_kwargs["capacity"]), 4096)}
+    # the recorder counts characters: a capacity or an action width sized for words must not stop the build (texts
+    # do not depend on them)
+    for key, least in (("capacity", 4096), ("max_action_tokens", 256)):
+        if key in env_kwargs:
+            env_kwargs = {**env_kwargs, key: max(int(env_kwargs[key]), least)}
     registry.make(env_name, tokenizer=recorder, **env_kwargs)
     return recorder.texts

@@ -142,7 +142,27 @@ def minimax_selfplay(env, noise: float = 0.0, tie_break: str = "random") -> Scri
     return Script(init, act)
 
 
-def greedy_splitter(env, noise: float = 0.0) -> Script:
+def uniform_question(key: jax.Array, truth: jax.Array) -> jax.Array:
+    """[] a listed question uniformly at random (truth [Q]: the secret's answers, unused)."""
+    return jax.random.randint(key, (), 0, truth.shape[0])
+
+
+def balanced_question(key: jax.Array, truth: jax.Array) -> jax.Array:
+    """[] a random question whose true answer (truth [Q] bool) is Yes with chance 1/2: uniform among the secret's
+    Yes questions, else among its No ones. Only 12% of the table is Yes, so on uniform questions an answerer
+    learns "always No" (88% right) and stalls there; balanced ones make every answer depend on the secret."""
+    k_side, k_pick = jax.random.split(key)
+    pool = truth == jax.random.bernoulli(k_side)  # [Q]
+    pool = jnp.where(pool.any(), pool, True)
+    return jax.random.categorical(k_pick, jnp.where(pool, 0.0, -jnp.inf))
+
+
+# greedy_splitter's `explore`: how a noise turn picks its random question, (key, truth [Q]) -> question []
+EXPLORE_QUESTIONS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
+    "uniform": uniform_question, "balanced": balanced_question}
+
+
+def greedy_splitter(env, noise: float = 0.0, explore: str = "uniform") -> Script:
     """Twenty questions: ask the question that splits the words still possible most evenly.
 
     Memory: the candidate mask bool[W] (all True at the start). Each turn the teacher asks the question
@@ -157,11 +177,16 @@ def greedy_splitter(env, noise: float = 0.0) -> Script:
     `Yes` / `No` to the question the env routed to it (`state.pending`), and the mask takes the answer then.
     Both seats' moves are targets (each reads its own transcript; the answerer's holds the secret), so
     one model learns both roles.
-    noise: with this chance a question turn asks a uniformly random question instead (played, not a
-    target; the mask still takes its answer). Guess and answer turns are always the teacher's.
+    noise: with this chance a question turn asks a random question instead (played, not a target; the mask
+    still takes its answer). Guess and answer turns are always the teacher's.
+    explore: how that question is drawn (EXPLORE_QUESTIONS): "uniform" over the listed questions, or
+    "balanced" (true answer Yes half the time: an answerer trained on them cannot settle for "always No").
     """
+    if explore not in EXPLORE_QUESTIONS:
+        raise ValueError(f"greedy_splitter explore must be one of {sorted(EXPLORE_QUESTIONS)}, got {explore!r}")
+    draw = EXPLORE_QUESTIONS[explore]
     answers = env.answers  # [W, Q] bool
-    num_words, num_questions = answers.shape
+    num_words = answers.shape[0]
     last_turn = env.max_turns - 1
     lm = env.answerer == "lm"
 
@@ -176,7 +201,7 @@ def greedy_splitter(env, noise: float = 0.0) -> Script:
         split = jnp.minimum(yes, count - yes)  # [Q] candidates the smaller answer keeps
         guess_now = (count <= 1) | (split.max() == 0) | (state.questions >= last_turn)
         explore = (jax.random.uniform(k_explore) < noise) & ~guess_now
-        question = jnp.where(explore, jax.random.randint(k_question, (), 0, num_questions), jnp.argmax(split))
+        question = jnp.where(explore, draw(k_question, answers[state.secret]), jnp.argmax(split))
         word = jnp.argmax(memory)  # the first candidate
         # the oracle answers with the question; the lm answerer's reply updates the mask on its own turn
         asked = memory & (answers[:, question] == answers[state.secret, question]) if not lm else memory
@@ -202,9 +227,40 @@ def greedy_splitter(env, noise: float = 0.0) -> Script:
     return Script(init, act)
 
 
+def marker_debater(env, noise: float = 0.0) -> Script:
+    """Debate: each debater says the canned argument that adds the most markers it has not used yet (the rule
+    judge counts distinct markers), and an LM judge seat names the rule's winner.
+
+    noise: with this chance a debater turn says a uniformly random canned argument instead (played, not a
+    target). Verdicts are always the teacher's, and a target only where the rule has a winner (on a draw the
+    seat says `Winner: A`, not trained on: there is nothing right to say). With noise 1 the debates are
+    random, which is what a judge has to learn to read (configs/sft_debate.py:judge).
+    """
+    gains = env.argument_markers()  # [R, K] bool
+    lm = env.judge == "lm"
+
+    def act(key, memory, state):
+        k_explore, k_arg = jax.random.split(key)
+        speaker = state.speeches % 2
+        fresh = (gains & ~state.markers[speaker][None, :]).sum(-1)  # [R] markers each argument would add
+        explore = jax.random.uniform(k_explore) < noise
+        arg = jnp.where(explore, jax.random.randint(k_arg, (), 0, gains.shape[0]), jnp.argmax(fresh))
+        action = env.make_action(env.arguments, jnp.full((env.num_agents,), arg), state.active)
+        target = jnp.broadcast_to(~explore, (env.num_agents,))
+        if lm:
+            rule = env.rule_verdict(state.markers)  # final once the debate is over (the judge's turn)
+            verdict = env.make_action(env.verdicts, jnp.full((env.num_agents,), jnp.maximum(rule, 0)), state.active)
+            judging = state.active[2]
+            action = jax.tree.map(lambda v, d: jnp.where(judging, v, d), verdict, action)
+            target = jnp.where(judging, rule >= 0, target)
+        return action, target, memory
+
+    return Script(lambda state: jnp.zeros((), jnp.int32), act)
+
+
 SCRIPTS: dict[str, Callable[..., Script]] = {
     "text/guess_number": binary_search, "text/arithmetic": exact_answer, "text/tic_tac_toe": minimax_selfplay,
-    "text/twenty_questions": greedy_splitter,
+    "text/twenty_questions": greedy_splitter, "text/debate": marker_debater,
 }
 
 

@@ -31,9 +31,13 @@ One teacher update:
      stop token is learnt in the same pass, with inputs exactly as RL shows them).
   3. One AdamW step (warmup + cosine) on `algos.sft.sft_loss`.
 
+`target_agents` (teacher / policy rows): only these seats' rows are trained on, e.g. (1,) teaches twenty
+questions' answerer alone while the teacher's questioner still plays its side of every game. The other
+seats' rows are dropped before the forward (a static gather), so they cost nothing.
+
 Metrics: `move_accuracy` (a move counts when greedy decoding under teacher forcing writes all of it and
-its eos) and, in games with several seats (teacher or policy rows), `move_accuracy_<agent>` per seat:
-one model learning two roles (twenty questions' questioner and answerer) learns them at different speeds.
+its eos) and, in games with several seats (teacher or policy rows), `move_accuracy_<agent>` per trained
+seat: one model learning two roles (twenty questions' questioner and answerer) learns them at different speeds.
 
 `train_base=True` trains every weight of the base (a from-scratch tiny model:
 LoRA alone cannot teach a random model a format); otherwise only LoRA adapters
@@ -181,6 +185,27 @@ def shard_rate(hit: jax.Array, where: jax.Array, axis_name: str | None) -> jax.A
     return jnp.sum(hit & where) / jnp.maximum(count, 1.0)
 
 
+def seat_rows(num_envs: int, num_agents: int, seats: tuple[int, ...]) -> np.ndarray:
+    """int32 [num_envs * len(seats)]: the rows of `seats` among `collect`'s (env, seat) rows (row = env * A + seat),
+    env-major, in the order `seats` lists them."""
+    return np.asarray([e * num_agents + s for e in range(num_envs) for s in seats], np.int32)
+
+
+def take_rows(data: Transcripts, rows: np.ndarray) -> Transcripts:
+    """The listed rows [B'] of every field (a static gather: fewer rows in the forward)."""
+    return jax.tree.map(lambda x: x[rows], data)
+
+
+def target_seats(config, env) -> tuple[int, ...]:
+    """`config.target_agents` checked against the env's seats; () means every seat."""
+    seats = tuple(int(a) for a in config.target_agents)
+    bad = [a for a in seats if a >= env.num_agents]
+    if bad:
+        raise ConfigError(f"config.target_agents: agent {bad[0]} does not exist ({env.num_agents} agents: "
+                          f"{', '.join(env.agents)})")
+    return seats or tuple(range(env.num_agents))
+
+
 def keep_episodes(data: Transcripts, keep: jax.Array) -> Transcripts:
     """Rows with keep [B] False lose every target (zero weight in the loss); shapes stay static."""
     return data._replace(mask=data.mask & keep[:, None], turn_mask=data.turn_mask & keep[:, None, None])
@@ -214,8 +239,9 @@ def make_train(config, env=None) -> SFTTrainer:
     train_base = bool(config.train_base)
     num_envs, num_turns = config.num_envs, config.num_turns
     num_updates = int(config.total_episodes // num_envs)
+    seats = target_seats(config, env)  # the seats whose rows are trained on (played rows), in row order
     # multi-seat games played by a teacher or the policy: per-seat move accuracy (e.g. questioner vs answerer)
-    seat_names = tuple(enumerate(env.agents)) if source != "file" and env.num_agents > 1 else ()
+    seat_names = tuple(env.agents[a] for a in seats) if source != "file" and env.num_agents > 1 else ()
 
     def weights(state: SFTState, base) -> tuple[Any, Any]:
         """(base params, adapter trainable or None) that act and score."""
@@ -234,8 +260,8 @@ def make_train(config, env=None) -> SFTTrainer:
         moves = data.turn_mask.any(-1)  # [B, T]
         move_ok = ~jnp.any(data.turn_mask & wrong[:, None, :], axis=-1)
         metrics = {**metrics, "move_accuracy": shard_rate(move_ok, moves, axis_name)}
-        for seat, name in seat_names:  # rows are (env, seat) pairs, seat-minor: each seat's own moves
-            mine = (jnp.arange(moves.shape[0]) % len(seat_names) == seat)[:, None]
+        for i, name in enumerate(seat_names):  # rows are (env, trained seat) pairs, seat-minor: each seat's own moves
+            mine = (jnp.arange(moves.shape[0]) % len(seat_names) == i)[:, None]
             metrics[f"move_accuracy_{name}"] = shard_rate(move_ok, moves & mine, axis_name)
         return loss, metrics
 
@@ -247,12 +273,13 @@ def make_train(config, env=None) -> SFTTrainer:
             rows = base["rows"]
             idx = jax.random.randint(key, (num_envs,), 0, rows.mask.shape[0])[env_ids]  # one draw, split by shard
             return jax.tree.map(lambda x: x[idx], rows), {}
+        rows = seat_rows(n_local, env.num_agents, seats)  # the trained seats' rows
         if source == "teacher":
-            data = collect(key, env, script, num_turns, env_ids, tokenizer.eos_id)
+            data = take_rows(collect(key, env, script, num_turns, env_ids, tokenizer.eos_id), rows)
             return data, {"teacher_success": data.solved.sum()}
         params, trainable = weights(state, base)
-        played = collect(key, env, policy_script(env, policy, params, trainable), num_turns, env_ids,
-                         tokenizer.eos_id, all_moves=True)
+        played = take_rows(collect(key, env, policy_script(env, policy, params, trainable), num_turns, env_ids,
+                                   tokenizer.eos_id, all_moves=True), rows)
         keep = select_transcripts(played.returns, threshold=hp.min_return)  # [B] (env, seat) rows
         sums = {"kept_fraction": keep.sum().astype(jnp.float32), "episode_return": played.returns.sum(),
                 "success_rate": played.solved.sum()}

@@ -11,6 +11,17 @@ the judge). Then:
   judge="lm": a third agent slot (a frozen LM, say) reads the whole debate
     and replies `Winner: A` or `Winner: B`; anything else is a draw.
 Rewards at the end: winner +1, loser -0.5, draw 0 for both; the judge gets 0.
+
+Info: `won` (bool per seat: that debater won) for win-rate curves; `spoke` / `new_markers` (a debater's
+turn, and the markers it added to its score): runs report `markers_per_speech` (the rule's currency: 3.0 at
+best with these arguments, ~1.7 for random ones); with an LM judge, `judged` / `judge_agrees`
+(0/1 counts on the verdict turn: the rule judge had a winner, and the LM judge named the same one), which
+runs report as `judge_agreement` (evaluate.INFO_RATIOS).
+
+Restricted replies (`policy.actions="constrained"`, policies/candidates.py): `action_candidates` lists the
+canned ARGUMENTS and, with an LM judge, its two verdicts; `candidate_mask` gives the debaters the arguments
+and the judge the verdicts, so a restricted judge always names a winner and RL's debaters choose what to
+say, not how to spell it.
 """
 
 from __future__ import annotations
@@ -68,6 +79,10 @@ class Debate(TextEnv):
         self.labels = self.codec.table(LABELS)
         self.arguments = self._action_table(list(ARGUMENTS))
         self.verdicts = self._action_table(["Winner: A", "Winner: B"])
+        # restricted replies: [arguments, verdicts (lm judge)]; debaters argue, the judge names a winner
+        self.action_candidates = self.arguments.rows() + (self.verdicts.rows() if judge == "lm" else ())
+        roles = jnp.arange(len(self.action_candidates)) >= len(ARGUMENTS)  # [K] True: a verdict
+        self.seat_candidates = (jnp.arange(self.num_agents) == 2)[:, None] == roles[None, :]  # [A, K]
         self._setup([self.codec.encode(p) for p in PROMPTS[: self.num_agents]], [self.topics.width, self.labels.width])
 
     @property
@@ -118,19 +133,43 @@ class Debate(TextEnv):
         debate_over = speeches >= 2 * self.rounds
         nxt = jnp.where(debate_over, 2, speeches % 2)
         prompt = jnp.where(nxt == 2, 7, 6)
+        rule = self.rule_verdict(markers)  # the rule's winner (-1: a draw), also what an LM judge is checked against
         if self.judge == "lm":
             new = self._append_table(new, self.labels, jnp.full((a,), prompt), (seat == nxt) & ~judging)
             verdict = self.parse_verdict(tokens[-1], length[-1])
             finished = judging
         else:
             new = self._append_table(new, self.labels, jnp.full((a,), prompt), (seat == nxt) & ~debate_over)
-            verdict = self.rule_verdict(markers)
+            verdict = rule
             finished = debate_over
         win = jnp.where(verdict == seat, params.win_reward, params.lose_reward)
         reward = jnp.where(finished & (verdict >= 0) & (seat < 2), win, 0.0)
         new = new.replace(turn=state.turn + 1, markers=markers, speeches=speeches, active=(seat == nxt) & ~finished)
-        info = {"verdict": jnp.full((a,), jnp.where(finished, verdict, -1))}
+        new_markers = (used & ~state.markers[speaker]).sum()  # what this speech adds to the speaker's score
+        info = {"verdict": jnp.full((a,), jnp.where(finished, verdict, -1)),
+                "won": finished & (verdict == seat) & (seat < 2),
+                "spoke": jnp.broadcast_to(~judging, (a,)).astype(jnp.int32),
+                "new_markers": jnp.broadcast_to(jnp.where(judging, 0, new_markers), (a,)).astype(jnp.int32)}
+        if self.judge == "lm":  # int, not bool: a bool info becomes a per-episode "<name>_rate" in RL metrics
+            judged = finished & (rule >= 0)
+            info["judged"] = jnp.broadcast_to(judged, (a,)).astype(jnp.int32)
+            info["judge_agrees"] = jnp.broadcast_to(judged & (verdict == rule), (a,)).astype(jnp.int32)
         return new, reward, finished, jnp.bool_(False), info
+
+    def candidate_mask(self, state) -> jax.Array:
+        """[A, K]: debaters the arguments, the judge the verdicts."""
+        return self.seat_candidates
+
+    def argument_markers(self) -> jax.Array:
+        """bool [len(ARGUMENTS), K]: the markers each canned argument uses (what the rule judge credits)."""
+        return jax.vmap(lambda t, n: self.markers.occurs(*parsing.decode_chars(
+            self.codec.token_chars, self.codec.token_nchars, t, n)))(self.arguments.ids, self.arguments.lens)
+
+    def opponent_action(self, key, state, kind: str = "random") -> TextAction:
+        """The built-in player (`random_action`: a random canned argument), e.g. `scripted_agents="1:random"`."""
+        if kind != "random":
+            raise ValueError(f"debate has one built-in player, 'random'; got {kind!r}")
+        return self.random_action(key, state)
 
     def random_action(self, key, state) -> TextAction:
         """A canned argument from the speaker; the judge (if any) names a random winner."""

@@ -12,7 +12,15 @@ frozen LM, say), whose prompt holds the secret; its reply is read as yes/no
 (first word) and passed back. Guesses are always checked by the env. On each
 answer turn the info says whether the question was a listed one (`answered`: the
 oracle knows the truth) and whether the reply equals the oracle's answer
-(`answer_correct`), so a run can report the answerer's accuracy.
+(`answer_correct`), so a run can report the answerer's accuracy; `answered_yes` / `answer_correct_yes`
+count the same for the questions whose true answer is Yes (12% of the table).
+
+Restricted replies (`policy.actions="constrained"` / "scored", policies/candidates.py): `action_candidates`
+lists every `Ask: <name>` (the 60 listed questions by name), every `Guess: <word>` (187) and, in the lm
+game, the answerer's `Yes` / `No`; `candidate_mask` gives each seat its own role's replies, so a
+restricted questioner always asks a listed question or guesses a listed word, and a restricted answerer
+always says yes or no. `fresh_only=True` also drops the questions already asked and the words already
+guessed (legal, but a wasted turn): a questioner learning from scratch then spends no turns repeating.
 
 Reward: +1 to every agent when the word is guessed (episode ends);
 `format_penalty` (default 0) for an unparsable questioner turn. Truncated after
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from jaxmarl_llm.envs.text import datasets, parsing
@@ -46,12 +55,32 @@ TO_ANSWERER = "\nAnswer: "
 
 
 def answer_check(answers: jax.Array, secret: jax.Array, pending: jax.Array, reply: jax.Array,
-                 replying: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(answered, correct) [] bool of one answerer turn: a reply (1 yes / 0 no / -1 neither) to a listed
-    question (`pending` >= 0: the oracle knows its truth), and whether it equals answers[secret, pending] ([W, Q])."""
+                 replying: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(answered, correct, truth) [] bool of one answerer turn: a reply (1 yes / 0 no / -1 neither) to a listed
+    question (`pending` >= 0: the oracle knows its truth), whether it equals answers[secret, pending] ([W, Q]),
+    and that truth (only 12% of the table is Yes: "always No" is 88% accurate on random questions, so runs
+    also report the accuracy on the Yes questions)."""
     answered = replying & (pending >= 0)
     truth = answers[secret, jnp.maximum(pending, 0)].astype(jnp.int32)
-    return answered, answered & (reply == truth)
+    return answered, answered & (reply == truth), truth == 1
+
+
+def seat_candidates(num_questions: int, num_words: int, num_agents: int) -> np.ndarray:
+    """bool [A, K] over the candidates [asks (Q), guesses (W), Yes / No (lm game: A = 2)]: the questioner
+    (seat 0) asks or guesses, the answerer (seat 1) says yes or no."""
+    k = num_questions + num_words + (2 if num_agents == 2 else 0)
+    mask = np.zeros((num_agents, k), bool)
+    mask[0, : num_questions + num_words] = True
+    mask[1:, num_questions + num_words:] = True
+    return mask
+
+
+def mark_tried(tried: jax.Array, asking: jax.Array, kind: jax.Array, question: jax.Array, word: jax.Array,
+               num_questions: int) -> jax.Array:
+    """tried [Q + W] with this questioner turn's listed question (kind 0) or listed word (kind 1) set."""
+    index = jnp.where(kind == 0, question, num_questions + word)
+    hit = asking & (kind >= 0) & (jnp.where(kind == 0, question, word) >= 0)
+    return tried.at[jnp.maximum(index, 0)].max(hit)
 
 
 @struct.dataclass
@@ -65,18 +94,21 @@ class TwentyQuestionsState(TextState):
     secret: jax.Array  # [] int32 word index
     questions: jax.Array  # [] int32 questioner turns taken
     pending: jax.Array  # [] int32 the listed question awaiting the answerer's reply (-1: none, or not on the list)
+    tried: jax.Array  # [Q + W] bool: the listed questions asked and the words guessed so far (fresh_only's mask)
 
 
 class TwentyQuestions(TextEnv):
 
     max_movers = 1  # turn-based: one seat writes per step
-    def __init__(self, tokenizer=None, answerer: str = "oracle", max_turns: int = 20, capacity: int = 2048, max_action_tokens: int = 48):
+    def __init__(self, tokenizer=None, answerer: str = "oracle", max_turns: int = 20, capacity: int = 2048,
+                 max_action_tokens: int = 48, fresh_only: bool = False):
         if answerer not in ("oracle", "lm"):
             raise ValueError(f"answerer must be 'oracle' or 'lm', got {answerer!r}")
         agents = ("questioner",) if answerer == "oracle" else ("questioner", "answerer")
         super().__init__(tokenizer, agents, capacity, max_action_tokens)
         self.answerer = answerer
         self.max_turns = int(max_turns)
+        self.fresh_only = bool(fresh_only)
         self.words, self.categories, answers = datasets.nouns()
         self.question_names, self.question_texts = datasets.questions()
         self.answers = jnp.asarray(answers)  # [W, Q]
@@ -90,6 +122,9 @@ class TwentyQuestions(TextEnv):
         self.asks = self._action_table([f"Ask: {n}" for n in self.question_names])
         self.guesses = self._action_table([f"Guess: {w}" for w in self.words])
         self.yes_no = self._action_table(["Yes", "No"])
+        # restricted replies: [asks, guesses, Yes / No (lm game)], each seat its own role's (candidate_mask)
+        self.action_candidates = self.asks.rows() + self.guesses.rows() + (self.yes_no.rows() if answerer == "lm" else ())
+        self.seat_candidates = seat_candidates(self.num_questions, len(self.words), self.num_agents)
         prompt = PROMPT.format(turns=max_turns)
         prompts = [self.codec.encode(prompt if answerer == "lm" else prompt + ORACLE_NOTE.format(names=", ".join(self.question_names)))]
         if answerer == "lm":
@@ -108,7 +143,7 @@ class TwentyQuestions(TextEnv):
         secret = jnp.asarray(secret, jnp.int32)
         active = jnp.arange(self.num_agents) == 0
         state = TwentyQuestionsState(**self._base_state(active), secret=secret, questions=jnp.int32(0),
-                                     pending=jnp.int32(-1))
+                                     pending=jnp.int32(-1), tried=jnp.zeros((self.num_questions + len(self.words),), bool))
         if self.answerer == "lm":  # the answerer's prompt names the secret
             answerer = jnp.arange(self.num_agents) == 1
             state = self._append_table(state, self.word_pieces, jnp.full((2,), secret), answerer)
@@ -158,7 +193,7 @@ class TwentyQuestions(TextEnv):
             format_error = asking & (kind < 0)
             to_answerer = asking & (kind == 0)  # a question: the answerer moves next
             pending = jnp.where(to_answerer, question, -1)
-            answered, answer_correct = answer_check(self.answers, state.secret, state.pending, reply, ~asking)
+            answered, answer_correct, truth_yes = answer_check(self.answers, state.secret, state.pending, reply, ~asking)
         seat = jnp.arange(a)
         new = self._append(state, tokens, length)
         # the questioner reads the env's (or the answerer's) reply unless its question went to the answerer
@@ -171,14 +206,26 @@ class TwentyQuestions(TextEnv):
         questions = state.questions + asking.astype(jnp.int32)
         reward = jnp.full((a,), jnp.where(correct, 1.0, 0.0)) + jnp.where((seat == 0) & format_error, params.format_penalty, 0.0)
         active = jnp.where(to_answerer, seat == 1, seat == 0)
-        new = new.replace(turn=state.turn + 1, questions=questions, active=active, pending=pending)
+        new = new.replace(turn=state.turn + 1, questions=questions, active=active, pending=pending,
+                          tried=mark_tried(state.tried, asking, kind, question, word, self.num_questions))
         truncated = (questions >= params.max_steps) & ~correct & ~to_answerer
         answer = jnp.where(outcome == YES, 1, jnp.where(outcome == NO, 0, -1))
         info = {"format_error": jnp.broadcast_to(format_error, (a,)), "solved": jnp.broadcast_to(correct, (a,)), "answer": jnp.broadcast_to(answer, (a,))}
         if self.answerer == "lm":  # int, not bool: a bool info becomes a per-episode "<name>_rate" in RL metrics
             info["answered"] = jnp.broadcast_to(answered, (a,)).astype(jnp.int32)
             info["answer_correct"] = jnp.broadcast_to(answer_correct, (a,)).astype(jnp.int32)
+            info["answered_yes"] = jnp.broadcast_to(answered & truth_yes, (a,)).astype(jnp.int32)
+            info["answer_correct_yes"] = jnp.broadcast_to(answer_correct & truth_yes, (a,)).astype(jnp.int32)
         return new, reward, correct, truncated, info
+
+    def candidate_mask(self, state) -> jax.Array:
+        """[A, K]: each seat's own role's replies; with fresh_only, less the questioner's earlier ones."""
+        mask = jnp.asarray(self.seat_candidates)
+        if not self.fresh_only:
+            return mask
+        k = mask.shape[1]
+        tried = jnp.pad(state.tried, (0, k - state.tried.shape[0]))  # [K]: Yes / No are never "tried"
+        return mask & ~(tried & (jnp.arange(self.num_agents) == 0)[:, None])
 
     def answer_action(self, yes: jax.Array) -> TextAction:
         """`Yes` / `No` from the answerer (the questioner's row empty); lm game only."""
@@ -191,6 +238,13 @@ class TwentyQuestions(TextEnv):
 
     def guess_action(self, word: jax.Array) -> TextAction:
         return self.make_action(self.guesses, jnp.full((self.num_agents,), word), jnp.arange(self.num_agents) == 0)
+
+    def opponent_action(self, key, state, kind: str = "random") -> TextAction:
+        """The built-in player (`random_action`): e.g. `eval.py --opponent=random` asks an LM answerer random
+        listed questions, which measures its accuracy off any one questioner's tree."""
+        if kind != "random":
+            raise ValueError(f"twenty questions has one built-in player, 'random'; got {kind!r}")
+        return self.random_action(key, state)
 
     def random_action(self, key, state) -> TextAction:
         k1, k2, k3 = jax.random.split(key, 3)

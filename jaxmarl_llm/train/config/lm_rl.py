@@ -36,6 +36,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
             "max_position_embeddings": 4096,
             "init_seed": 0,
             "init_std": 0.1,
+            # the output head is the input embedding (as Qwen3-0.6B / 1.7B): what a role learns about a word's
+            # embedding shapes the logits of writing it (twenty questions: the answerer's word knowledge steers
+            # the questioner's guesses)
+            "tie_embeddings": False,
         }
     )
     # lr_ratio: LoRA+ (Hayou et al. 2024), the B matrices' lr over A's (1 = plain LoRA; the paper uses ~16)

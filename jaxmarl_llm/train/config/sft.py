@@ -37,6 +37,9 @@ def sft_defaults() -> ml_collections.ConfigDict:
     c.min_return = 1.0  # source="policy": the episode return a transcript needs to be kept (1 = solved in most games)
     c.script_noise = 0.0  # chance per turn the teacher plays a random move (not a target) to show recovery
     c.script_kwargs = ml_collections.ConfigDict({})  # the teacher's own options (train/scripted.py)
+    # the seats whose moves are targets (teacher / policy rows), e.g. (1,): only twenty questions' answerer learns;
+    # the other seats still play (their transcripts are not trained on, nor computed); () = every seat
+    c.target_agents = ()
     c.seed = 0
     c.num_envs = 32  # episodes (or file rows) per update (fresh each update)
     c.num_turns = 10  # turns per episode (>= the game's turn limit)
@@ -71,6 +74,7 @@ def validate_sft(config: ml_collections.ConfigDict) -> None:
     _require(0.0 <= float(config.script_noise) <= 1.0, "script_noise", f"must be in [0, 1], got {config.script_noise}")
     if config.source == "teacher":
         _check_teacher_kwargs(config)
+    check_target_agents(config)
     if config.source == "file":
         _require(bool(config.data_path), "data_path",
                  "source='file' needs a JSONL file of {\"prompt\", \"completion\"} lines")
@@ -88,6 +92,16 @@ def validate_sft(config: ml_collections.ConfigDict) -> None:
     check_run(config)
     check_stop(config)
     check_model_checkpoint(config)
+
+
+def check_target_agents(config: ml_collections.ConfigDict) -> None:
+    """target_agents: distinct agent indices >= 0 (the env checks the upper bound), and only for played rows."""
+    seats = config.target_agents
+    _require(isinstance(seats, (tuple, list)) and all(isinstance(a, int) and a >= 0 for a in seats)
+             and len(set(seats)) == len(seats), "target_agents",
+             f"must be distinct agent indices, e.g. (1,), or () for every seat; got {seats!r}")
+    _require(not (seats and config.source == "file"), "target_agents",
+             "a file's rows have no seats; set it only with source='teacher' or 'policy'")
 
 
 def _check_teacher_kwargs(config: ml_collections.ConfigDict) -> None:
