@@ -211,7 +211,7 @@ def test_cli_resume_typo_is_one_line_and_writes_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("spec,says", [("debate.py:nope", "the variant is 'rule' (default) or 'lm'"),
+@pytest.mark.parametrize("spec,says", [("debate.py:nope", "the variant is 'rule' (default), 'lm' or 'trained_judge'"),
                                        ("spread_mlp.py:nope", "has no variants")])
 def test_cli_unknown_config_variant_is_one_line(spec, says):
     line = _one_line_error(_cli(f"--config={os.path.join(ROOT, 'configs', spec)}"))
