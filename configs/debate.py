@@ -41,15 +41,17 @@ to its role's replies (`policy.actions="constrained"`: the canned arguments, or 
 
 Metrics: `judge_agreement` (the frozen judge's verdicts equal to the rule's, on the debates RL plays),
 `markers_per_speech` (the rule's currency: 3.0 at best, ~1.7-2.0 for random arguments), `won_rate_agent0/1`.
-Measured (seed 0, 2 CPU cores shared with other jobs): the judge's teacher-forced agreement on fresh random
-debates 0.47 (updates 1-20) -> 1.0 by update 300 (~1.5 min). In RL it agrees less: 0.78 on the debates of
-the untrained debaters (lr 1e-9, 20 updates; 0.82 sampling at temperature 0.3), so what it learnt does not
-carry fully from the teacher's uniformly random debates to the policy's (not understood yet). Debater A
-against a random B, 100 updates: A's win rate 0.61 (updates 1-10) -> 0.54-0.65, flat, while its markers per
-speech fell 1.86 -> 1.69 and agreement fell to 0.57-0.68: A drifts to arguments the judge misjudges in
-its favour, not to better ones (reward hacking of a learnt judge, in miniature). With the rule judge
-instead (`--config.env_kwargs.judge=rule --config.frozen_agents="()" --config.num_turns=4`) the same
-self-play learns: markers per speech 2.1 -> 2.8 in 100 updates (tests/test_debate_judge.py).
+Measured (seed 0, 2 CPU cores shared with other jobs; the judge of configs/sft_debate.py, ~6 min): the
+frozen judge agrees with the rule on 99-100% of the debates RL plays. Debater A against a random B
+(`--config.scripted_agents=1:random`, 150 updates, ~1 min): **A's win rate 0.63 (updates 1-15) -> 0.97
+(136-150)**, judge agreement 0.99-1.0 throughout. Self-play (the default, both debaters on one adapter):
+**markers per speech 2.16 -> 2.99** (3.0 is the best: both learn the two richest arguments), after which
+nearly every debate is a rule draw that the judge, never taught draws, gives to B (B's win rate 0.5 ->
+0.96-1.0; agreement on the few decided debates 0.13-0.73). With the rule judge the same self-play learns
+the same way (tests/test_debate_judge.py). Two settings that failed: lr 1e-2 (with the rule judge: A's win rate 0.95
+by update ~50, then 0.29 at 100, once the policy was deterministic), and a judge stopped at 300 SFT updates (it agreed
+with the rule on 78% of RL's debates, which repeat arguments more than random ones; A then won by drifting
+to arguments it misjudged: markers per speech 1.86 -> 1.69 at a flat win rate).
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults
@@ -88,4 +90,6 @@ def trained_judge(c) -> None:
     c.tokenizer = "word"  # that model's: built from the same env texts, the same ids
     c.env_kwargs.update({"capacity": 224, "max_action_tokens": 26})
     c.policy.actions = "constrained"  # debaters: the canned arguments; the judge: `Winner: A` / `Winner: B`
-    c.lr, c.kl_coef = 1e-2, 0.0  # the base never learnt to debate: nothing there worth staying near
+    c.kl_coef = 0.0  # the base never learnt to debate: nothing there worth staying near
+    c.lr = 3e-3  # 1e-2 reached a 0.95 win rate against random, then fell to 0.29 once the policy was deterministic
+    c.total_episodes = 16 * 150

@@ -142,6 +142,7 @@ def _debaters_curve(updates: int, judge: str = "rule", checkpoint: str = "") -> 
         c.model.update({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1, "num_heads": 2,
                         "num_kv_heads": 1, "head_dim": 16, "max_position_embeddings": 256})
     c.num_envs, c.group_size, c.total_episodes, c.mesh.num_devices = 16, 8, 16 * updates, 1
+    c.lr = 1e-2  # the tiny 1-layer model learns in 100 updates at this rate (the recipe's 3e-3 is for its base)
     trainer = lm_rl.make_train(c)
     state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
     step = jax.jit(lambda s, hp, b: jax.lax.scan(lambda r, _: trainer.update(r, hp, b), s, None, length=updates))
@@ -160,3 +161,38 @@ def test_constrained_debaters_learn_by_rl_to_use_more_markers():
     assert curve[:10].mean() < 2.3, curve
     assert curve[-10:].mean() > curve[:10].mean() + 0.4, curve
     assert (m["won_rate_agent0"] + m["won_rate_agent1"] <= 1.0 + 1e-6).all()  # one winner per debate at most
+
+
+def _trained_judge_recipe(tmp: str) -> dict[str, np.ndarray]:
+    """configs/sft_debate.py as shipped (the judge), then 150 GRPO updates of debater A against a random B in
+    front of it (configs/debate.py:trained_judge): RL's metrics per update."""
+    from configs import debate, sft_debate
+    from jaxmarl_llm.train import lm_rl, sft
+
+    c = sft_debate.get_config()
+    c.mesh.num_devices = 1
+    trainer = sft.make_train(c)
+    state = trainer.init(jax.random.PRNGKey(c.seed), trainer.hparams)
+    n = trainer.num_updates
+    state, _ = jax.jit(lambda s, hp, b: jax.lax.scan(lambda r, _: trainer.update(r, hp, b), s, None, length=n))(
+        state, trainer.hparams, trainer.base)
+    trainer.export(state, tmp)
+    r = debate.get_config("trained_judge")
+    r.model.checkpoint, r.scripted_agents, r.mesh.num_devices = tmp, "1:random", 1
+    rl = lm_rl.make_train(r)
+    s = rl.init(jax.random.PRNGKey(r.seed), rl.hparams)
+    _, metrics = jax.jit(lambda s, hp, b: jax.lax.scan(lambda x, _: rl.update(x, hp, b), s, None,
+                                                       length=rl.num_updates))(s, rl.hparams, rl.base)
+    return {k: np.asarray(v) for k, v in metrics.items()}
+
+
+@pytest.mark.slow
+def test_debater_beats_a_random_one_before_the_trained_frozen_judge(tmp_path):
+    """The whole recipe (~6 min): the SFT judge agrees with the rule on >= 95% of the debates RL plays (measured
+    0.99-1.0) and debater A's win rate against a random B rises from ~0.6 to >= 0.85 (measured 0.63 -> 0.97)."""
+    from fresh_process import run_optimized
+
+    m = run_optimized(_trained_judge_recipe, str(tmp_path / "judge"))
+    assert m["judge_agreement"].mean() >= 0.95, m["judge_agreement"]
+    win = m["won_rate_agent0"]
+    assert win[:15].mean() <= 0.75 and win[-15:].mean() >= 0.85, win
