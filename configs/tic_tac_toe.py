@@ -35,13 +35,13 @@ Evaluate with experiments/eval.py (win / draw / loss against random, minimax, th
 `configs/tic_tac_toe.py:scratch` learns by RL alone from the random tiny model, no SFT: legal-move candidates
 (`policy.actions="constrained"`: decoding can only spell an empty cell, so every game is played to its end), a
 league (`opponent_pool.random` / `.minimax`: every group of games faces a built-in player, the learner in a
-random seat), PPO with a value head on its own Adam, and the in-graph evaluation every 25 updates (400 greedy
-games against each built-in player, half in each seat: `eval/random_loss`, `eval/minimax_draw` in metrics.csv,
-`eval_curve.png`). What it reaches is in docs/benchmarks.md ("Tic-tac-toe by RL from scratch"): ~16% losses
-against random, short of the 5% target; the adapters can hold a near-perfect player (trained by cross-entropy
-on minimax's moves they reach 99%), so what limits it is the signal RL gets from game outcomes, not reading
-the board (`--config.env_kwargs.history=False --config.env_kwargs.capacity=32`: half the update cost, same
-plateau) nor the critic (`--config.critic.kind=world_state`: an MLP over the board, same plateau).
+random seat), short observations (`history=False`: the seat, the board and the status line), PPO with a value
+head on its own Adam, lr 1e-3 annealed to 0 with an entropy bonus 0.01 over 3000 updates, and the in-graph
+evaluation every 250 updates (400 greedy games against each built-in player, half in each seat:
+`eval/random_loss`, `eval/minimax_draw` in metrics.csv, `eval_curve.png`). It reaches the issue's target:
+loses <= 5% against random and draws >= 80% against minimax (docs/benchmarks.md, "Tic-tac-toe by RL from
+scratch": 3.2% / 83.5% at update 2000, 1.8% / 89.8% at 3000). Session 11-13's settings (lr 1e-2, no bonus,
+~300 updates) settled on a fixed order of cells at ~16% losses.
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults
@@ -76,10 +76,15 @@ def get_config(variant: str = ""):
     c.run.checkpoint_every = 2
     if variant == "scratch":
         c.policy.actions = "constrained"  # legal moves only: the empty cells are the candidates
+        # each observation is the seat, the board and the status line (~30 tokens): half the cost of an update
+        c.env_kwargs.update({"history": False, "capacity": 32})
         c.algo, c.group_size = "ppo", 1  # a value per move: credit to the move that lost, not the whole game
-        c.lr, c.critic.lr, c.kl_coef = 1e-2, 1e-2, 0.0
+        # lr 1e-3 annealed to 0 with an entropy bonus over 3000 updates (spread's recipe): lr 1e-2 without a
+        # bonus settled within ~75 updates on a fixed order of cells (15.5% losses against random)
+        c.lr, c.anneal_lr, c.ent_coef = 1e-3, True, 0.01
+        c.critic.lr, c.kl_coef = 1e-2, 0.0
         c.opponent_pool.update(size=1, random=0.5, minimax=0.5)  # the league: built-in players only
-        c.in_graph_eval.update(every=25, episodes=400)
-        c.total_episodes = 32 * 1000
+        c.in_graph_eval.update(every=250, episodes=400)
+        c.total_episodes = 32 * 3000
         c.run.out_dir = "runs/tic_tac_toe_scratch"
     return c

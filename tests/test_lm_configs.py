@@ -231,31 +231,33 @@ def test_spread_lm_learns_by_rl_from_a_random_model():
     assert end >= start + 10.0, f"team return {start:.1f} (updates 1-10) -> {end:.1f} (181-200)"
 
 
-@pytest.mark.slow  # ~6 min on 2 idle cores (compile ~2 min, 100 updates, 5 in-graph evaluations)
+@pytest.mark.slow  # ~5 min on 2 idle cores (500 updates, 3 in-graph evaluations)
 def test_tic_tac_toe_losses_to_random_fall_by_rl_from_a_random_model():
     """configs/tic_tac_toe.py:scratch (random tiny model, legal-move candidates, PPO against the league of
-    built-in players, no SFT), 200 evaluation games: the greedy policy's loss rate against the random player,
-    from the run's own in-graph evaluation, falls from 0.41 after update 1 to <= 0.25 by update 100 (measured:
-    0.41 -> 0.16; uniform random moves lose ~0.43 of games against random, half in each seat)."""
+    built-in players, no SFT) as shipped, its first 500 of 3000 updates: the greedy policy's loss rate against
+    the random player (400 games, half in each seat), from the run's own in-graph evaluation, falls from ~0.46
+    after update 1 to <= 0.2 at update 500 (measured: 0.457 -> 0.22 (250) -> 0.125; the whole run reaches 0.02,
+    docs/benchmarks.md)."""
     import numpy as np
 
-    config, trainer, state, step = _shipped_run("tic_tac_toe.py:scratch", **{"in_graph_eval.episodes": 200})
+    config, trainer, state, step = _shipped_run("tic_tac_toe.py:scratch")
     losses = []
-    for _ in range(100 // config.run.updates_per_chunk):
+    for _ in range(500 // config.run.updates_per_chunk):
         state, metrics = step(state, trainer.hparams)
         losses.extend(np.asarray(metrics["eval/random_loss"]).tolist())
     played = [x for x in losses if np.isfinite(x)]
-    assert len(played) == 5  # after update 1, 25, 50, 75, 100
-    assert played[-1] <= 0.25 and played[-1] <= played[0] - 0.1, played
+    assert len(played) == 3  # after update 1, 250, 500
+    assert played[-1] <= 0.2 and played[-1] <= played[0] - 0.2, played
 
 
 @pytest.mark.slow  # ~2 min on 2 idle cores
 def test_tic_tac_toe_scratch_adapters_can_represent_minimax_moves():
-    """Why RL plateaus is not capacity: the same adapters over the same frozen random base as
+    """Why RL plateaued was not capacity: the same adapters over the same frozen random base as
     configs/tic_tac_toe.py:scratch (here with history=False observations), trained by cross-entropy on minimax's
     best move in random positions (256 a step, Adam 3e-3, legal-move candidates), choose a best move in >= 90%
-    of held-out positions within 150 steps (measured: 0.57 at step 0, 0.93 at 150, 0.99 at 400), where RL from
-    game outcomes plateaus near 16-24% losses against random (docs/benchmarks.md)."""
+    of held-out positions within 150 steps (measured: 0.57 at step 0, 0.93 at 150, 0.99 at 400). Session 13's RL
+    settings plateaued near 16-24% losses against random; the shipped ones (lr 1e-3 annealed, an entropy bonus,
+    3000 updates) reach 2% (docs/benchmarks.md)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
