@@ -52,7 +52,7 @@ LM_VARIANT = pytest.param(":lm", marks=pytest.mark.slow)  # ~45-70 s each on 2 s
 
 @pytest.mark.parametrize("spec,agents,frozen", [
     ("arithmetic.py", 1, ()), ("twenty_questions.py", 1, ()), ("twenty_questions.py:lm", 2, (1,)),
-    ("twenty_questions.py:lm_scratch", 2, (1,)),
+    ("twenty_questions.py:lm_scratch", 2, (1,)), ("guess_number.py:scratch", 1, ()),
     ("debate.py", 2, ()), ("debate.py:lm", 3, (2,)), ("spread.py", 3, ()), ("tic_tac_toe.py:scratch", 2, ()),
 ])
 def test_configs_build_with_their_seats(tmp_path, spec, agents, frozen):
