@@ -1,6 +1,7 @@
 """Grouped-query attention behind one function with a backend switch.
 
-    attention(q, k, v, q_positions, backend="xla") -> [B, T, Hq, D]
+    attention(q, k, v, q_positions, backend="xla", causal_block=0, *, block_q=0, block_k=0,
+              whole_sequence=False) -> [B, T, Hq, D]
 
 Layout convention (shared with the KV cache): key slot s holds the token at
 position s of its row, and rows are right-padded. So causality alone is the
@@ -8,8 +9,12 @@ mask: query at position p sees slots 0..p. Padding queries (p >= length) see
 garbage but their outputs are never used; garbage slots sit beyond every real
 query's position, so they are never seen.
 
-Backends: "xla" is the reference (einsum + float32 softmax). "pallas" and
-"cudnn" are reserved names; they raise until implemented.
+Backends (a registry, `IMPLEMENTATIONS`; docs/attention.md says which runs where):
+  "xla"     the reference: einsum + float32 softmax, hand-written backward (below). Every platform.
+  "pallas"  flash / decode kernels (models/kernels/): Triton on GPU, interpret mode on CPU, JAX's shipped
+            Mosaic flash attention on TPU for whole sequences.
+  "cudnn"   jax.nn.dot_product_attention(implementation="cudnn"): CUDA GPUs with cuDNN, bf16 / fp16.
+  "auto"    the best available for the platform: `AUTO` (GPU pallas, TPU pallas where it fits, CPU xla).
 
 The "xla" backward is written by hand (flash-attention's formulas): it keeps the
 logsumexp per query and recomputes the [T, S] probabilities, where autodiff of the
@@ -20,32 +25,78 @@ tic-tac-toe GRPO loss (16 episodes x 392 tokens, XLA:CPU) one step went ~0.50 s
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 
-BACKENDS = ("xla", "pallas", "cudnn")
+from jaxmarl_llm.models.kernels.blocks import platform
+from jaxmarl_llm.models.kernels.cudnn_attention import cudnn_attention
+
+BACKENDS = ("xla", "pallas", "cudnn", "auto")
+AUTO = {"cpu": "xla", "gpu": "pallas", "tpu": "pallas"}  # platform -> backend; anything else: "xla"
 MAX_CAUSAL_BLOCKS = 8  # each block is its own pair of products in the program: bounded, so HLO size is too
 
 
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """What a backend may need besides the arrays."""
+    causal_block: int = 0  # xla: causal query blocks (> 0 also promises a whole sequence)
+    block_q: int = 0  # pallas: tile sizes, 0 = the platform's default
+    block_k: int = 0
+    whole_sequence: bool = False  # q_positions[b] == arange(T) and S == T (no cache)
+
+
+def resolve_backend(backend: str, whole_sequence: bool = False, where: str | None = None) -> str:
+    """The backend that runs: "auto" becomes the platform's best ("pallas" on TPU only where the shipped TPU
+    kernel fits, a whole sequence; else "xla"). An unknown name raises ValueError naming the choices."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown attention backend {backend!r}; expected one of {BACKENDS}")
+    if backend != "auto":
+        return backend
+    where = where or platform()
+    if where == "tpu" and not whole_sequence:  # the shipped TPU kernel has no cache offsets
+        return "xla"
+    return AUTO.get(where, "xla")
+
+
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, q_positions: jax.Array, backend: str = "xla",
-              causal_block: int = 0) -> jax.Array:
+              causal_block: int = 0, *, block_q: int = 0, block_k: int = 0, whole_sequence: bool = False) -> jax.Array:
     """q [B, T, Hq, D], k/v [B, S, Hkv, D], q_positions [B, T] (int) -> [B, T, Hq, D].
 
-    causal_block > 0 promises a whole sequence (q_positions[b, t] == t, S == T, no cache): queries then go
-    in blocks of that many and block i reads only the keys up to its last query, so the masked upper
-    triangle is never computed (at T = 392 and blocks of 128: 66% of the score entries). At most
-    MAX_CAUSAL_BLOCKS blocks: a longer sequence gets wider blocks (8 blocks compute 56% of T x S)."""
-    if backend == "xla":
-        if 0 < causal_block < q.shape[1]:
-            t = q.shape[1]
-            causal_block = max(causal_block, -(-t // MAX_CAUSAL_BLOCKS))  # long sequences: bigger blocks, not more
-            return jnp.concatenate([_xla_attention(q[:, lo:lo + causal_block], k[:, :lo + causal_block],
-                                                   v[:, :lo + causal_block], q_positions[:, lo:lo + causal_block])
-                                    for lo in range(0, t, causal_block)], axis=1)
-        return _xla_attention(q, k, v, q_positions)
-    if backend in BACKENDS:
-        raise NotImplementedError(f"attention backend {backend!r} is reserved but not implemented yet; use 'xla'")
-    raise ValueError(f"unknown attention backend {backend!r}; expected one of {BACKENDS}")
+    causal_block > 0 promises a whole sequence (q_positions[b, t] == t, S == T, no cache): "xla" then takes
+    the queries in blocks of that many and block i reads only the keys up to its last query, so the masked
+    upper triangle is never computed (at T = 392 and blocks of 128: 66% of the score entries). At most
+    MAX_CAUSAL_BLOCKS blocks: a longer sequence gets wider blocks (8 blocks compute 56% of T x S).
+    whole_sequence makes the same promise without asking for blocks (cuDNN's causal mode, the TPU kernel).
+    block_q / block_k: the Pallas kernels' tiles (0: the platform's default)."""
+    call = Call(causal_block, block_q, block_k, whole_sequence or causal_block > 0)
+    return IMPLEMENTATIONS[resolve_backend(backend, call.whole_sequence)](q, k, v, q_positions, call)
+
+
+def _xla(q, k, v, q_positions, call: Call):
+    if 0 < call.causal_block < q.shape[1]:
+        t = q.shape[1]
+        block = max(call.causal_block, -(-t // MAX_CAUSAL_BLOCKS))  # long sequences: bigger blocks, not more
+        return jnp.concatenate([_xla_attention(q[:, lo:lo + block], k[:, :lo + block], v[:, :lo + block],
+                                               q_positions[:, lo:lo + block])
+                                for lo in range(0, t, block)], axis=1)
+    return _xla_attention(q, k, v, q_positions)
+
+
+def _pallas(q, k, v, q_positions, call: Call):
+    from jaxmarl_llm.models.kernels.pallas_attention import pallas_attention  # Pallas loads on first use
+
+    return pallas_attention(q, k, v, q_positions, block_q=call.block_q, block_k=call.block_k,
+                            whole_sequence=call.whole_sequence)
+
+
+def _cudnn(q, k, v, q_positions, call: Call):
+    return cudnn_attention(q, k, v, q_positions, whole_sequence=call.whole_sequence)
+
+
+IMPLEMENTATIONS: dict[str, Callable[..., jax.Array]] = {"xla": _xla, "pallas": _pallas, "cudnn": _cudnn}
 
 
 def _xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, q_positions: jax.Array) -> jax.Array:

@@ -17,6 +17,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from jaxmarl_llm.models.attention import BACKENDS as ATTENTION_BACKENDS
+
 FAMILIES = ("llama", "qwen2", "qwen3")
 
 
@@ -40,8 +42,10 @@ class ModelConfig:
     max_position_embeddings: int = 4096
     dtype: str = "float32"  # compute dtype: "float32" or "bfloat16"
     param_dtype: str = "float32"  # storage dtype of the weights
-    attention_backend: str = "xla"  # "xla" now; "pallas" / "cudnn" later
+    attention_backend: str = "xla"  # "xla" | "pallas" | "cudnn" | "auto" (models/attention.py, docs/attention.md)
     attention_block: int = 128  # full-sequence forwards (no cache) attend in causal query blocks of this size (0: one)
+    attention_block_q: int = 0  # "pallas" query / key tile sizes (powers of two >= 16); 0: the platform's default
+    attention_block_k: int = 0
     scan_unroll: int | bool = 1  # unroll of the scan over layers (True: fully unrolled, slower compile)
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -56,6 +60,12 @@ class ModelConfig:
         if self.dtype not in ("float32", "bfloat16") or self.param_dtype not in ("float32", "bfloat16"):
             raise ValueError("dtype/param_dtype must be 'float32' or 'bfloat16', "
                              f"got {self.dtype!r}/{self.param_dtype!r}")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend={self.attention_backend!r}; expected one of {ATTENTION_BACKENDS}")
+        for name in ("attention_block_q", "attention_block_k"):
+            block = getattr(self, name)
+            if block and (block < 16 or block & (block - 1)):
+                raise ValueError(f"{name}={block} must be 0 (the platform's default) or a power of two >= 16")
 
     @property
     def compute_dtype(self):

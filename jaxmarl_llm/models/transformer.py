@@ -214,7 +214,8 @@ def forward(
         k = apply_rope(k, positions, freq)
         k, v, state = kv_fn(k, v)
         a = attention(q, k, v, positions, backend=cfg.attention_backend,
-                      causal_block=cfg.attention_block if cache is None else 0)  # [B, T, Hq, hd]
+                      causal_block=cfg.attention_block if cache is None else 0, block_q=cfg.attention_block_q,
+                      block_k=cfg.attention_block_k, whole_sequence=cache is None)  # [B, T, Hq, hd]
         x = x + _linear(a.reshape(b, t, cfg.q_size), lp["o"], ll.get("o"), lora_scale)
         h = rms_norm(x, lp["mlp_norm"], eps)
         gate = _linear(h, lp["gate"], ll.get("gate"), lora_scale)

@@ -264,18 +264,25 @@ def build_model(mcfg, tokenizer, seed: int, host: bool = False) -> tuple[ModelCo
         cfg, params = load_pretrained(mcfg.checkpoint, dtype=mcfg.dtype, host=host)
         if tokenizer.vocab_size > cfg.vocab_size:
             raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids but the checkpoint's vocab is {cfg.vocab_size}")
-        return cfg, params
+        return cfg.replace(**attention_settings(mcfg)), params
     # exactly the tokenizer's ids: a model never samples an id the env cannot decode
     cfg = model_config.tiny(
         mcfg.family, vocab_size=tokenizer.vocab_size, hidden_size=mcfg.hidden_size, intermediate_size=mcfg.intermediate_size,
         num_layers=mcfg.num_layers, num_heads=mcfg.num_heads, num_kv_heads=mcfg.num_kv_heads, head_dim=mcfg.head_dim,
         max_position_embeddings=mcfg.max_position_embeddings, dtype=mcfg.dtype, param_dtype=mcfg.dtype,
-        tie_embeddings=bool(mcfg.get("tie_embeddings", False)),
+        tie_embeddings=bool(mcfg.get("tie_embeddings", False)), **attention_settings(mcfg),
     )
     # std 0.1 (not 0.02): with RMSNorm fixing |h|, LoRA on the blocks can only steer the logits
     # as far as |lm_head rows| allows; a from-scratch base needs room to express preferences.
     params = init_params(cfg, jax.random.PRNGKey(seed), std=mcfg.init_std)
     return cfg, jax.device_get(params) if host else params
+
+
+def attention_settings(mcfg) -> dict:
+    """The model group's attention backend and block sizes (configs written before them: "xla", defaults)."""
+    return {"attention_backend": str(mcfg.get("attention_backend", "xla")),
+            "attention_block_q": int(mcfg.get("attention_block_q", 0)),
+            "attention_block_k": int(mcfg.get("attention_block_k", 0))}
 
 
 def make_policy(cfg: ModelConfig, lora, sampling, tokenizer, max_new_tokens: int, actions: str = "free",

@@ -40,6 +40,11 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
             # embedding shapes the logits of writing it (twenty questions: the answerer's word knowledge steers
             # the questioner's guesses)
             "tie_embeddings": False,
+            # "xla" (reference), "pallas" (flash / decode kernels; interpret mode on CPU), "cudnn", "auto" (the
+            # platform's best): docs/attention.md. Block sizes 0 = the platform's default.
+            "attention_backend": "xla",
+            "attention_block_q": 0,
+            "attention_block_k": 0,
         }
     )
     # lr_ratio: LoRA+ (Hayou et al. 2024), the B matrices' lr over A's (1 = plain LoRA; the paper uses ~16)
