@@ -217,3 +217,52 @@ def test_transcript_overflow_is_a_truncation():
     assert bool(trunc[0]) and not bool(term[0]) and int(s.length[0]) == cap and bool(s.overflow[0])
     text = env.render(s)[0]
     assert "Guess: 1\nToo low.\nGuess: 2" in text and not text.endswith("Too low.\n")  # cut mid-feedback
+
+
+@pytest.mark.parametrize("answerer", ["oracle", "lm"])
+def test_twenty_questions_info_bonus_is_the_bits_removed_by_brute_force(answerer):
+    """info_bonus: each questioner move earns b x (log2 |before| - log2 |after|) / log2 W over the words the true
+    answers still allow (counted here in numpy); a found word leaves nothing, and the bonuses sum to b."""
+    b = 0.5
+    env = TwentyQuestions(answerer=answerer, max_turns=8, info_bonus=b)
+    plain = TwentyQuestions(answerer=answerer, max_turns=8)
+    table = np.asarray(env.answers)
+    n_words = table.shape[0]
+    secret = datasets.nouns()[0].index("cat")
+    wrong = next(w for w in range(n_words) if w != secret and (table[w] == table[secret]).sum() > 40)
+    moves = [("ask", 0), ("ask", 3), ("guess", wrong), ("ask", 7), ("guess", (secret + 1) % n_words), ("guess", secret)]
+    _, s = env.reset_to(secret)
+    _, s0 = plain.reset_to(secret)
+    possible, total = np.ones(n_words, bool), 0.0
+    for kind, i in moves:
+        action = env.ask_action(jnp.int32(i)) if kind == "ask" else env.guess_action(jnp.int32(i))
+        _, s, r, term, *_ = env.step(jax.random.PRNGKey(0), s, action)
+        _, s0, r0, *_ = plain.step(jax.random.PRNGKey(0), s0, action)
+        if kind == "ask" and answerer == "lm":  # the answerer tells the truth; the bonus came with the question
+            reply = env.answer_action(jnp.bool_(table[secret, i]))
+            _, s, ra, *_ = env.step(jax.random.PRNGKey(0), s, reply)
+            _, s0, *_ = plain.step(jax.random.PRNGKey(0), s0, reply)
+            assert ra.tolist() == [0.0] * env.num_agents
+        before = possible.sum()
+        if kind == "ask":
+            possible &= table[:, i] == table[secret, i]
+        else:
+            possible[i] = False
+            possible &= i != secret
+        bits = (np.log2(before) - np.log2(max(possible.sum(), 1))) / np.log2(n_words)
+        np.testing.assert_allclose(float(r[0] - r0[0]), b * bits, rtol=1e-5, atol=1e-7)
+        if env.num_agents == 2:
+            assert float(r[1]) == float(r0[1])  # the answerer gets the game's reward only
+        total += float(r[0])
+    assert bool(term.all()) and np.isclose(total, 1.0 + b, atol=1e-5)
+
+
+def test_twenty_questions_guess_last_leaves_only_guesses_on_the_last_turn():
+    env = TwentyQuestions(max_turns=3, guess_last=True, fresh_only=True)
+    q, w = env.num_questions, len(env.words)
+    _, s = env.reset_to(0)
+    for turn in range(3):
+        mask = np.asarray(env.candidate_mask(s))[0]
+        assert mask[:q].sum() == (0 if turn == 2 else q - turn)  # fresh_only drops the questions already asked
+        assert mask[q:q + w].all()
+        _, s, *_ = env.step(jax.random.PRNGKey(0), s, env.ask_action(jnp.int32(turn)))

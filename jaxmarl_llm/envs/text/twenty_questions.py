@@ -21,10 +21,21 @@ game, the answerer's `Yes` / `No`; `candidate_mask` gives each seat its own role
 restricted questioner always asks a listed question or guesses a listed word, and a restricted answerer
 always says yes or no. `fresh_only=True` also drops the questions already asked and the words already
 guessed (legal, but a wasted turn): a questioner learning from scratch then spends no turns repeating.
+`guess_last=True` leaves only guesses on the questioner's last turn (`max_turns`), as the game's rule that
+a round ends with a guess: a question there cannot win.
 
 Reward: +1 to every agent when the word is guessed (episode ends);
 `format_penalty` (default 0) for an unparsable questioner turn. Truncated after
 `max_turns` questioner turns (20).
+
+`info_bonus=b` (default 0) adds a dense reward for the questioner, from the env's own table: the bits a move
+removes from the words still possible (those whose table answers agree with the true answers to the listed
+questions asked so far, less the words already guessed), b * (log2 |before| - log2 |after|) / log2 W; a correct
+guess removes the last log2 |before|. An episode's bonus is b x the fraction of the log2 W bits it found, so
+at most b; a wrong guess of a word still possible earns a little (log2 |C| / (|C| - 1)), one already ruled
+out nothing. It grades the asking a win needs, which a random questioner too rarely shows for the win alone to
+teach it (measured in configs/twenty_questions.py: RL learns to ask by it, not yet to guess). It is not
+potential-based: the bits found before a loss are kept.
 """
 
 from __future__ import annotations
@@ -83,6 +94,25 @@ def mark_tried(tried: jax.Array, asking: jax.Array, kind: jax.Array, question: j
     return tried.at[jnp.maximum(index, 0)].max(hit)
 
 
+def still_possible(answers: jax.Array, possible: jax.Array, secret: jax.Array, asking: jax.Array, kind: jax.Array,
+                   question: jax.Array, word: jax.Array) -> jax.Array:
+    """possible [W] after one turn: a listed question keeps the words whose table answer (answers [W, Q]) equals
+    the secret's, a guess drops its word (a correct guess leaves nothing to find)."""
+    asked = asking & (kind == 0) & (question >= 0)
+    q = jnp.maximum(question, 0)
+    agrees = answers[:, q] == answers[secret, q]  # [W]
+    possible = possible & jnp.where(asked, agrees, True)
+    guessed = asking & (kind == 1) & (word >= 0)
+    possible = possible.at[jnp.maximum(word, 0)].min(~guessed)
+    return possible & ~(guessed & (word == secret))  # found: nothing is left to find
+
+
+def bits_removed(before: jax.Array, after: jax.Array) -> jax.Array:
+    """[] float32: log2 |before| - log2 |after| over log2 W (an empty set counts as one word: 0 bits left)."""
+    bits = lambda p: jnp.log2(jnp.maximum(jnp.sum(p), 1).astype(jnp.float32))
+    return (bits(before) - bits(after)) / np.log2(before.shape[0])
+
+
 @struct.dataclass
 class TwentyQuestionsParams(TextParams):
     max_steps: int = 20  # questioner turns
@@ -95,13 +125,15 @@ class TwentyQuestionsState(TextState):
     questions: jax.Array  # [] int32 questioner turns taken
     pending: jax.Array  # [] int32 the listed question awaiting the answerer's reply (-1: none, or not on the list)
     tried: jax.Array  # [Q + W] bool: the listed questions asked and the words guessed so far (fresh_only's mask)
+    possible: jax.Array  # [W] bool: the words the true answers so far allow, less those guessed (info_bonus)
 
 
 class TwentyQuestions(TextEnv):
 
     max_movers = 1  # turn-based: one seat writes per step
     def __init__(self, tokenizer=None, answerer: str = "oracle", max_turns: int = 20, capacity: int = 2048,
-                 max_action_tokens: int = 48, fresh_only: bool = False):
+                 max_action_tokens: int = 48, fresh_only: bool = False, info_bonus: float = 0.0,
+                 guess_last: bool = False):
         if answerer not in ("oracle", "lm"):
             raise ValueError(f"answerer must be 'oracle' or 'lm', got {answerer!r}")
         agents = ("questioner",) if answerer == "oracle" else ("questioner", "answerer")
@@ -109,6 +141,8 @@ class TwentyQuestions(TextEnv):
         self.answerer = answerer
         self.max_turns = int(max_turns)
         self.fresh_only = bool(fresh_only)
+        self.info_bonus = float(info_bonus)
+        self.guess_last = bool(guess_last)
         self.words, self.categories, answers = datasets.nouns()
         self.question_names, self.question_texts = datasets.questions()
         self.answers = jnp.asarray(answers)  # [W, Q]
@@ -143,7 +177,8 @@ class TwentyQuestions(TextEnv):
         secret = jnp.asarray(secret, jnp.int32)
         active = jnp.arange(self.num_agents) == 0
         state = TwentyQuestionsState(**self._base_state(active), secret=secret, questions=jnp.int32(0),
-                                     pending=jnp.int32(-1), tried=jnp.zeros((self.num_questions + len(self.words),), bool))
+                                     pending=jnp.int32(-1), tried=jnp.zeros((self.num_questions + len(self.words),), bool),
+                                     possible=jnp.ones((len(self.words),), bool))
         if self.answerer == "lm":  # the answerer's prompt names the secret
             answerer = jnp.arange(self.num_agents) == 1
             state = self._append_table(state, self.word_pieces, jnp.full((2,), secret), answerer)
@@ -205,9 +240,13 @@ class TwentyQuestions(TextEnv):
             new = self._append_table(new, self.answerer_note, jnp.full((a,), 2), (seat == 1) & ~asking)
         questions = state.questions + asking.astype(jnp.int32)
         reward = jnp.full((a,), jnp.where(correct, 1.0, 0.0)) + jnp.where((seat == 0) & format_error, params.format_penalty, 0.0)
+        possible = still_possible(self.answers, state.possible, state.secret, asking, kind, question, word)
+        if self.info_bonus:
+            reward = reward + jnp.where(seat == 0, self.info_bonus * bits_removed(state.possible, possible), 0.0)
         active = jnp.where(to_answerer, seat == 1, seat == 0)
         new = new.replace(turn=state.turn + 1, questions=questions, active=active, pending=pending,
-                          tried=mark_tried(state.tried, asking, kind, question, word, self.num_questions))
+                          tried=mark_tried(state.tried, asking, kind, question, word, self.num_questions),
+                          possible=possible)
         truncated = (questions >= params.max_steps) & ~correct & ~to_answerer
         answer = jnp.where(outcome == YES, 1, jnp.where(outcome == NO, 0, -1))
         info = {"format_error": jnp.broadcast_to(format_error, (a,)), "solved": jnp.broadcast_to(correct, (a,)), "answer": jnp.broadcast_to(answer, (a,))}
@@ -221,11 +260,15 @@ class TwentyQuestions(TextEnv):
     def candidate_mask(self, state) -> jax.Array:
         """[A, K]: each seat's own role's replies; with fresh_only, less the questioner's earlier ones."""
         mask = jnp.asarray(self.seat_candidates)
+        k = mask.shape[1]
+        questioner = (jnp.arange(self.num_agents) == 0)[:, None]  # [A, 1]
+        if self.guess_last:  # the last questioner turn: only a guess can still win
+            last = state.questions >= self.max_turns - 1
+            mask = mask & ~(questioner & last & (jnp.arange(k) < self.num_questions))
         if not self.fresh_only:
             return mask
-        k = mask.shape[1]
         tried = jnp.pad(state.tried, (0, k - state.tried.shape[0]))  # [K]: Yes / No are never "tried"
-        return mask & ~(tried & (jnp.arange(self.num_agents) == 0)[:, None])
+        return mask & ~(tried & questioner)
 
     def answer_action(self, yes: jax.Array) -> TextAction:
         """`Yes` / `No` from the answerer (the questioner's row empty); lm game only."""
