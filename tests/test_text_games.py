@@ -266,3 +266,30 @@ def test_twenty_questions_guess_last_leaves_only_guesses_on_the_last_turn():
         assert mask[:q].sum() == (0 if turn == 2 else q - turn)  # fresh_only drops the questions already asked
         assert mask[q:q + w].all()
         _, s, *_ = env.step(jax.random.PRNGKey(0), s, env.ask_action(jnp.int32(turn)))
+
+
+def test_guess_number_info_bonus_is_the_interval_bits_by_brute_force():
+    """info_bonus: each guess earns b x the bits it removes from the secrets the answers allow (counted here by
+    brute force over 0..1023); binary search's rounds find all 10 bits; an invalid guess earns nothing extra."""
+    b = 0.5
+    env, plain = GuessNumber(split="all", info_bonus=b), GuessNumber(split="all")
+    secret = 700
+    _, s = env.reset_to(secret)
+    _, s0 = plain.reset_to(secret)
+    allowed, total = np.ones(1024, bool), 0.0
+    for g in [512, 900, 600, 800, 1023, 650, 700]:
+        action = env.guess_action(jnp.int32(g))
+        _, s, r, term, *_ = env.step(jax.random.PRNGKey(0), s, action)
+        _, s0, r0, *_ = plain.step(jax.random.PRNGKey(0), s0, action)
+        before = allowed.sum()
+        allowed &= (np.arange(1024) < g) if g > secret else (np.arange(1024) > g) if g < secret else False
+        bits = (np.log2(before) - np.log2(max(allowed.sum(), 1))) / 10
+        np.testing.assert_allclose(float(r[0] - r0[0]), b * bits, atol=1e-6)
+        total += float(r[0])
+    assert bool(term[0]) and np.isclose(total, 1.0 + b, atol=1e-5)
+    _, s = env.reset_to(secret)
+    bad = TextAction(jnp.asarray([[env.codec.pad_id] * env.max_action_tokens]), jnp.asarray([0]))
+    _, s, r, *_ = env.step(jax.random.PRNGKey(0), s, bad)
+    assert r.tolist() == [-1.0]
+    ret, turns, done = jax.jit(jax.vmap(lambda x: _binary_search(env, x)))(jnp.arange(1023))
+    np.testing.assert_allclose(np.asarray(ret), 1.0 + b, atol=1e-5)  # every bit found, every secret but 1023

@@ -11,6 +11,11 @@ evaluation can use numbers the policy never trained on. Note: with three-way
 answers, k guesses can certify at most 2**k - 1 secrets, so 10 turns solve
 1023 of the 1024 numbers at best (binary search does exactly that); pass
 `max_turns=11` to make every secret solvable.
+
+`info_bonus=b` (default 0) adds a dense reward from the answers: each guess earns b x the bits it removes from the
+secrets still possible (the interval the answers so far allow), (log2 |before| - log2 |after|) / log2 1024; the
+correct guess removes what is left. A round's bonus is b x the share of the 10 bits it found, at most b. Bisection
+is the guess that removes the most in expectation, so the bonus grades each guess by the skill a win needs.
 """
 
 from __future__ import annotations
@@ -42,9 +47,17 @@ def secret_split(test_fraction: float = 0.2, seed: int = 0) -> dict[str, np.ndar
     return {"train": train, "test": test, "all": np.arange(NUM_VALUES)}
 
 
+def interval_bits_removed(low, high, new_low, new_high, found) -> jax.Array:
+    """[] float32: log2 of the interval's size before, less after (0 once found), over log2 NUM_VALUES."""
+    bits = lambda lo, hi: jnp.log2(jnp.maximum(hi - lo + 1, 1).astype(jnp.float32))
+    return (bits(low, high) - jnp.where(found, 0.0, bits(new_low, new_high))) / np.log2(NUM_VALUES)
+
+
 @struct.dataclass
 class GuessNumberState(TextState):
     secret: jax.Array  # [] int32
+    low: jax.Array  # [] int32: the smallest secret the answers so far allow
+    high: jax.Array  # [] int32: the largest
 
 
 class GuessNumber(TextEnv):
@@ -57,6 +70,7 @@ class GuessNumber(TextEnv):
         max_action_tokens: int = 16,
         test_fraction: float = 0.2,
         seed: int = 0,
+        info_bonus: float = 0.0,
     ):
         super().__init__(tokenizer, ("guesser",), capacity, max_action_tokens)
         splits = secret_split(test_fraction, seed)
@@ -65,6 +79,7 @@ class GuessNumber(TextEnv):
         self.split = split
         self.secrets = jnp.asarray(splits[split], jnp.int32)
         self.max_turns = int(max_turns)
+        self.info_bonus = float(info_bonus)
         self.feedback = self.codec.table(FEEDBACK)
         self.guesses = self._action_table([f"Guess: {n}" for n in range(NUM_VALUES)])
         self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
@@ -75,13 +90,12 @@ class GuessNumber(TextEnv):
         return TextParams(max_steps=self.max_turns)
 
     def reset(self, key, params=None):
-        secret = jax.random.choice(key, self.secrets)
-        state = GuessNumberState(**self._base_state(jnp.ones((1,), bool)), secret=secret)
-        return self.get_obs(state), state
+        return self.reset_to(jax.random.choice(key, self.secrets))
 
     def reset_to(self, secret: jax.Array):
         """A fresh episode with a given secret (scripted evaluation over every number)."""
-        state = GuessNumberState(**self._base_state(jnp.ones((1,), bool)), secret=jnp.asarray(secret, jnp.int32))
+        state = GuessNumberState(**self._base_state(jnp.ones((1,), bool)), secret=jnp.asarray(secret, jnp.int32),
+                                 low=jnp.int32(0), high=jnp.int32(NUM_VALUES - 1))
         return self.get_obs(state), state
 
     def _step(self, key, state, tokens, length, params):
@@ -91,10 +105,14 @@ class GuessNumber(TextEnv):
         outcome = jnp.where(~ok, INVALID, jnp.where(value > state.secret, TOO_HIGH, jnp.where(value < state.secret, TOO_LOW, CORRECT)))
         correct = outcome == CORRECT
         reward = jnp.where(correct, 1.0, jnp.where(ok, 0.0, -1.0))[None]
+        low = jnp.where(outcome == TOO_LOW, jnp.maximum(state.low, value + 1), state.low)
+        high = jnp.where(outcome == TOO_HIGH, jnp.minimum(state.high, value - 1), state.high)
+        if self.info_bonus:
+            reward = reward + self.info_bonus * interval_bits_removed(state.low, state.high, low, high, correct)
         new = self._append(state, tokens, length)
         new = self._append_table(new, self.feedback, outcome[None])
         turn = state.turn + 1
-        new = new.replace(turn=turn)
+        new = new.replace(turn=turn, low=low, high=high)
         info = {"format_error": ~ok[None], "solved": correct[None]}
         return new, reward, correct, (turn >= params.max_steps) & ~correct, info
 
