@@ -18,8 +18,14 @@ from typing import Any
 import jax.numpy as jnp
 
 from jaxmarl_llm.models.attention import BACKENDS as ATTENTION_BACKENDS
+from jaxmarl_llm.models.kernels.blocks import MIN_BLOCK
 
 FAMILIES = ("llama", "qwen2", "qwen3")
+
+
+def valid_attention_block(block: int) -> bool:
+    """A Pallas tile size: 0 (the platform's default) or a power of two >= 16."""
+    return isinstance(block, int) and (block == 0 or (block >= MIN_BLOCK and block & (block - 1) == 0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +69,8 @@ class ModelConfig:
         if self.attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"attention_backend={self.attention_backend!r}; expected one of {ATTENTION_BACKENDS}")
         for name in ("attention_block_q", "attention_block_k"):
-            block = getattr(self, name)
-            if block and (block < 16 or block & (block - 1)):
-                raise ValueError(f"{name}={block} must be 0 (the platform's default) or a power of two >= 16")
+            if not valid_attention_block(getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)} must be 0 (the platform's default) or a power of two >= 16")
 
     @property
     def compute_dtype(self):

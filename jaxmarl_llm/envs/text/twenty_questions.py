@@ -94,17 +94,13 @@ def mark_tried(tried: jax.Array, asking: jax.Array, kind: jax.Array, question: j
     return tried.at[jnp.maximum(index, 0)].max(hit)
 
 
-def still_possible(answers: jax.Array, possible: jax.Array, secret: jax.Array, asking: jax.Array, kind: jax.Array,
-                   question: jax.Array, word: jax.Array) -> jax.Array:
-    """possible [W] after one turn: a listed question keeps the words whose table answer (answers [W, Q]) equals
-    the secret's, a guess drops its word (a correct guess leaves nothing to find)."""
-    asked = asking & (kind == 0) & (question >= 0)
-    q = jnp.maximum(question, 0)
-    agrees = answers[:, q] == answers[secret, q]  # [W]
-    possible = possible & jnp.where(asked, agrees, True)
-    guessed = asking & (kind == 1) & (word >= 0)
-    possible = possible.at[jnp.maximum(word, 0)].min(~guessed)
-    return possible & ~(guessed & (word == secret))  # found: nothing is left to find
+def still_possible(answers: jax.Array, tried: jax.Array, secret: jax.Array) -> jax.Array:
+    """[W] bool: the words whose table answers (answers [W, Q]) equal the secret's on every listed question asked
+    so far, less the words guessed (tried [Q + W], `mark_tried`'s record)."""
+    num_questions = answers.shape[1]
+    asked, guessed = tried[:num_questions], tried[num_questions:]
+    agrees = (answers == answers[secret]) | ~asked  # [W, Q]
+    return jnp.all(agrees, axis=1) & ~guessed
 
 
 def bits_removed(before: jax.Array, after: jax.Array) -> jax.Array:
@@ -125,7 +121,6 @@ class TwentyQuestionsState(TextState):
     questions: jax.Array  # [] int32 questioner turns taken
     pending: jax.Array  # [] int32 the listed question awaiting the answerer's reply (-1: none, or not on the list)
     tried: jax.Array  # [Q + W] bool: the listed questions asked and the words guessed so far (fresh_only's mask)
-    possible: jax.Array  # [W] bool: the words the true answers so far allow, less those guessed (info_bonus)
 
 
 class TwentyQuestions(TextEnv):
@@ -177,8 +172,7 @@ class TwentyQuestions(TextEnv):
         secret = jnp.asarray(secret, jnp.int32)
         active = jnp.arange(self.num_agents) == 0
         state = TwentyQuestionsState(**self._base_state(active), secret=secret, questions=jnp.int32(0),
-                                     pending=jnp.int32(-1), tried=jnp.zeros((self.num_questions + len(self.words),), bool),
-                                     possible=jnp.ones((len(self.words),), bool))
+                                     pending=jnp.int32(-1), tried=jnp.zeros((self.num_questions + len(self.words),), bool))
         if self.answerer == "lm":  # the answerer's prompt names the secret
             answerer = jnp.arange(self.num_agents) == 1
             state = self._append_table(state, self.word_pieces, jnp.full((2,), secret), answerer)
@@ -240,13 +234,13 @@ class TwentyQuestions(TextEnv):
             new = self._append_table(new, self.answerer_note, jnp.full((a,), 2), (seat == 1) & ~asking)
         questions = state.questions + asking.astype(jnp.int32)
         reward = jnp.full((a,), jnp.where(correct, 1.0, 0.0)) + jnp.where((seat == 0) & format_error, params.format_penalty, 0.0)
-        possible = still_possible(self.answers, state.possible, state.secret, asking, kind, question, word)
-        if self.info_bonus:
-            reward = reward + jnp.where(seat == 0, self.info_bonus * bits_removed(state.possible, possible), 0.0)
+        tried = mark_tried(state.tried, asking, kind, question, word, self.num_questions)
+        if self.info_bonus:  # a correct guess leaves nothing to find
+            before = still_possible(self.answers, state.tried, state.secret)
+            after = still_possible(self.answers, tried, state.secret) & ~correct
+            reward = reward + jnp.where(seat == 0, self.info_bonus * bits_removed(before, after), 0.0)
         active = jnp.where(to_answerer, seat == 1, seat == 0)
-        new = new.replace(turn=state.turn + 1, questions=questions, active=active, pending=pending,
-                          tried=mark_tried(state.tried, asking, kind, question, word, self.num_questions),
-                          possible=possible)
+        new = new.replace(turn=state.turn + 1, questions=questions, active=active, pending=pending, tried=tried)
         truncated = (questions >= params.max_steps) & ~correct & ~to_answerer
         answer = jnp.where(outcome == YES, 1, jnp.where(outcome == NO, 0, -1))
         info = {"format_error": jnp.broadcast_to(format_error, (a,)), "solved": jnp.broadcast_to(correct, (a,)), "answer": jnp.broadcast_to(answer, (a,))}

@@ -102,14 +102,15 @@ def check_model_checkpoint(config: ml_collections.ConfigDict) -> None:
     _require(isinstance(config.lora.lr_ratio, (int, float)) and config.lora.lr_ratio > 0, "lora.lr_ratio",
              f"must be > 0 (1 = plain LoRA, LoRA+ uses 4-16), got {config.lora.lr_ratio!r}")
     from jaxmarl_llm.models.attention import BACKENDS
+    from jaxmarl_llm.models.config import valid_attention_block
 
     backend = config.model.get("attention_backend", "xla")
     _require(backend in BACKENDS, "model.attention_backend",
              f"{backend!r} is not a backend; choose one of {', '.join(BACKENDS)} (docs/attention.md)")
     for name in ("attention_block_q", "attention_block_k"):
         block = config.model.get(name, 0)
-        _require(isinstance(block, int) and (block == 0 or (block >= 16 and block & (block - 1) == 0)),
-                 f"model.{name}", f"must be 0 (the platform's default) or a power of two >= 16, got {block!r}")
+        _require(valid_attention_block(block), f"model.{name}",
+                 f"must be 0 (the platform's default) or a power of two >= 16, got {block!r}")
     if config.model.checkpoint:
         _require(os.path.isdir(config.model.checkpoint), "model.checkpoint",
                  f"{config.model.checkpoint!r} is not a folder; pass a local Hugging Face model folder")
