@@ -34,6 +34,7 @@ import jax  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from jaxmarl_llm.models import attention  # noqa: E402
 from jaxmarl_llm.train import lm_rl, play, trainers  # noqa: E402
 from jaxmarl_llm.train.checkpoints import Checkpoints  # noqa: E402
 from jaxmarl_llm.train.cli import check_overrides, main_guard  # noqa: E402
@@ -124,7 +125,8 @@ def main(argv):
           f"temperature {_TEMPERATURE.value}")
     totals = {}
     for seat, players in seat_games:
-        match = play.make_match(env, policy, play.kinds(players), config.num_turns)
+        match = play.make_match(env, policy, play.kinds(players), config.num_turns,
+                                compiler_options=attention.compiler_options(policy.cfg.attention_backend))
         state, outcomes = match(jax.random.fold_in(key, seat), base, play.loras(players), per_seat)
         stats = play.summarize(outcomes, seat)
         for k, v in stats.items():

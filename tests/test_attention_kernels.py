@@ -280,6 +280,10 @@ def test_auto_resolves_per_platform():
     assert attention.resolve_backend("auto", whole_sequence=False, where="tpu") == "xla"  # a cache: see below
     assert attention.resolve_backend("pallas", where="cpu") == "pallas"
     assert config.tiny(attention_backend="auto").attention_backend == "auto"
+    # only interpreted kernels (pallas on CPU) turn XLA:CPU's YNNPACK fusions off (the crash in the last test)
+    assert attention.compiler_options("pallas", where="cpu") == attention.CPU_INTERPRET_OPTIONS
+    assert all(attention.compiler_options(b, where=w) is None
+               for b, w in [("xla", "cpu"), ("auto", "cpu"), ("pallas", "gpu"), ("auto", "gpu"), ("cudnn", "gpu")])
 
 
 def test_unknown_backend_and_bad_blocks_name_the_choices():
@@ -349,3 +353,49 @@ def test_tpu_path_lowers_through_mosaic():
 
     module = export.export(jax.jit(grads), platforms=["tpu"])(q, k, k, pos).mlir_module()
     assert module.count("tpu_custom_call") == 3  # forward, dk/dv, dq
+
+
+# ---- a whole LM RL update through the run config -----------------------------------------------------------
+
+def tic_tac_toe_update(backend: str) -> dict[str, float]:
+    """One update of configs/tic_tac_toe.py:scratch (history-free observations: the rollout re-reads each board
+    into a cache, prefill at offsets and decode steps) built and compiled as experiments/train.py does ->
+    its metrics. Module level: tests run it in a child process."""
+    import os
+
+    from jaxmarl_llm.train import entry, mesh as mesh_lib
+    from jaxmarl_llm.train.cli import load_config_file
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    c = load_config_file(os.path.join(root, "configs", "tic_tac_toe.py:scratch"))
+    c.mesh.num_devices, c.num_envs, c.total_episodes, c.run.updates_per_chunk = 1, 8, 8, 1
+    c.in_graph_eval.every = 0
+    c.model.attention_backend = backend
+    trainer, chunk_fn, _, _ = entry.build(c)
+    mesh = mesh_lib.make_mesh(1)
+    state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(c.seed), trainer.hparams), mesh,
+                         trainer.state_specs)
+    _, metrics = chunk_fn(trainer, mesh, 1)(state, trainer.hparams)
+    return {k: float(np.asarray(v)[0]) for k, v in jax.device_get(metrics).items()}
+
+
+def test_tic_tac_toe_update_runs_on_pallas_and_equals_xla():
+    """The CLI path of issue 19's open crash: jaxlib 0.10.2's XLA:CPU segfaulted in a YNNPACK transpose running this
+    update with the interpreted kernels (models/attention.CPU_INTERPRET_OPTIONS turns those fusions off for such
+    programs). The pallas run goes in a child process, so a crash fails this test instead of killing the worker;
+    its metrics (returns, losses, gradient norm) equal the "xla" run's."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; sys.path.insert(0, 'tests'); import test_attention_kernels as t; "
+            "print('METRICS' + json.dumps(t.tic_tac_toe_update('pallas')))")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    got = json.loads(done.stdout.split("METRICS")[-1])
+    want = tic_tac_toe_update("xla")
+    assert want["episode_return"] == got["episode_return"] and want["grad_norm"] > 0
+    for name in ("episode_return", "value_loss", "actor_loss", "grad_norm", "entropy", "won_rate"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=1e-5, err_msg=name)

@@ -61,6 +61,20 @@ def resolve_backend(backend: str, whole_sequence: bool = False, where: str | Non
     return AUTO.get(where, "xla")
 
 
+# XLA:CPU options a program needs when its attention runs the Pallas kernels in interpret mode: jaxlib 0.10.2's
+# YNNPACK fusions segfault (a YNNPACK transpose, `slinky::internal::can_fuse`, in an XLA worker thread) running
+# the interpreted kernels inside the tic-tac-toe rollout's cached calls; with YNNPACK fusions off it runs and equals
+# "xla" (tests/test_attention_kernels.py, the whole-update check). Only for those programs: "xla" runs keep YNNPACK.
+CPU_INTERPRET_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+
+
+def compiler_options(backend: str, where: str | None = None) -> dict[str, str] | None:
+    """`jax.jit(..., compiler_options=...)` for a program whose attention uses `backend` on this platform:
+    CPU_INTERPRET_OPTIONS when that is Pallas in interpret mode (CPU), else None (XLA's defaults)."""
+    where = where or platform()
+    return dict(CPU_INTERPRET_OPTIONS) if where == "cpu" and resolve_backend(backend, where=where) == "pallas" else None
+
+
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, q_positions: jax.Array, backend: str = "xla",
               causal_block: int = 0, *, block_q: int = 0, block_k: int = 0, whole_sequence: bool = False) -> jax.Array:
     """q [B, T, Hq, D], k/v [B, S, Hkv, D], q_positions [B, T] (int) -> [B, T, Hq, D].

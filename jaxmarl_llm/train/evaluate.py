@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.models import attention
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.lm_seats import model_weights
 
@@ -145,10 +146,11 @@ def summarize(episodes: dict[str, Any]) -> dict[str, float]:
 
 
 def evaluate(env, act: Actor, num_episodes: int, num_turns: int, key: jax.Array | None = None,
-             reset: Callable | None = None) -> dict[str, float]:
-    """Play and summarize (one compiled program)."""
+             reset: Callable | None = None, compiler_options: dict[str, str] | None = None) -> dict[str, float]:
+    """Play and summarize (one compiled program; `compiler_options`: what the actor's attention backend needs,
+    models/attention.compiler_options)."""
     key = jax.random.PRNGKey(0) if key is None else key
-    fn = jax.jit(lambda k: play(k, env, act, num_episodes, num_turns, reset))
+    fn = jax.jit(lambda k: play(k, env, act, num_episodes, num_turns, reset), compiler_options=compiler_options)
     return summarize(jax.device_get(fn(key)))
 
 
@@ -207,4 +209,5 @@ def evaluate_trainer(config, trainer, weights: SeatWeights, num_episodes: int | 
     env = heldout_env(config, trainer.tokenizer)
     reset = enumerate_secrets(env) if hasattr(env, "reset_to") and hasattr(env, "secrets") else None
     n = num_episodes or config.eval_episodes or (int(env.secrets.shape[0]) if reset is not None else 64)
-    return evaluate(env, trained_actor(trainer, weights), n, config.num_turns, reset=reset)
+    return evaluate(env, trained_actor(trainer, weights), n, config.num_turns, reset=reset,
+                    compiler_options=attention.compiler_options(trainer.policy.cfg.attention_backend))

@@ -35,6 +35,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from jaxmarl_llm.models import attention as attention_lib
 from jaxmarl_llm.models import fsdp as fsdp_lib
 from jaxmarl_llm.train import multihost
 
@@ -116,6 +117,13 @@ def bound_update(trainer: Updatable) -> Callable[..., Any]:
     return lambda state, hp, base, axis_name=None: trainer.update(state, hp, base, axis_name=axis_name)
 
 
+def compiler_options(trainer: Any) -> dict[str, str] | None:
+    """XLA options for a program of `trainer`'s updates: what its model's attention backend needs here
+    (models/attention.compiler_options); None for a trainer without an LM policy."""
+    cfg = getattr(getattr(trainer, "policy", None), "cfg", None)
+    return None if cfg is None else attention_lib.compiler_options(cfg.attention_backend)
+
+
 def sharded_chunk(trainer: Updatable, mesh: Mesh, num_updates: int) -> Callable[[Any, Any], tuple[Any, Any]]:
     """chunk(state, hp) = jit(shard_map(scan of `num_updates` updates)) -> (state, metrics [K], replicated).
 
@@ -130,7 +138,8 @@ def sharded_chunk(trainer: Updatable, mesh: Mesh, num_updates: int) -> Callable[
 
     specs = base_specs(trainer, mesh)
     fn = jax.jit(shard_over_data(chunk, mesh, in_specs=(trainer.state_specs, P(), specs),
-                                 out_specs=(trainer.state_specs, P())), donate_argnums=0)
+                                 out_specs=(trainer.state_specs, P())), donate_argnums=0,
+                 compiler_options=compiler_options(trainer))
     base = getattr(trainer, "base", None)
     if fsdp_size(mesh) > 1:  # each device keeps only its blocks (a host-side base is never whole on a device)
         base = _placed_base(base, mesh, specs)

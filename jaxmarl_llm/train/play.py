@@ -63,10 +63,12 @@ class Outcomes(NamedTuple):
 
 
 def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: int, incremental: bool | None = None,
-               chunk: int = 64):
+               chunk: int = 64, compiler_options: dict[str, str] | None = None):
     """jit fn(key, base, loras (one entry per seat), num_episodes) -> (final env state [N], Outcomes).
 
-    incremental: keep each LM seat's KV cache across turns (default: when the env's transcripts only grow)."""
+    incremental: keep each LM seat's KV cache across turns (default: when the env's transcripts only grow).
+    compiler_options: for a top-level call, what the policy's attention backend needs
+    (models/attention.compiler_options); JAX refuses them on a match nested in a bigger program."""
     if len(seat_kinds) != env.num_agents:
         raise ValueError(f"{len(seat_kinds)} players for a {env.num_agents}-seat game")
     for kind in seat_kinds:
@@ -94,7 +96,7 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
         moved = jax.vmap(env.active)(state)[:, seat]  # a seat that did not move has read up to its length only
         return sample.tokens, sample.mask, part._replace(seen=jnp.where(moved, part.seen, length))
 
-    @functools.partial(jax.jit, static_argnames="num_episodes")
+    @functools.partial(jax.jit, static_argnames="num_episodes", compiler_options=compiler_options)
     def match(key, base, seat_loras, num_episodes: int):
         k_reset, k_play = jax.random.split(key)
         obs, state = jax.vmap(env.reset)(jax.vmap(lambda i: jax.random.fold_in(k_reset, i))(jnp.arange(num_episodes)))

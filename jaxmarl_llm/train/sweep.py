@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmarl_llm.train.config import ConfigError
-from jaxmarl_llm.train.mesh import bound_update
+from jaxmarl_llm.train.mesh import bound_update, compiler_options
 from jaxmarl_llm.train.metrics_log import plot_curves
 
 
@@ -57,7 +57,7 @@ def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str,
         def one(s, hp, b):
             return jax.lax.scan(lambda r, _: step(r, hp, b), s, None, length=k)
 
-        fn = jax.jit(jax.vmap(one, in_axes=(0, 0, None)), donate_argnums=0)
+        fn = jax.jit(jax.vmap(one, in_axes=(0, 0, None)), donate_argnums=0, compiler_options=compiler_options(trainer))
         return lambda s, hp: fn(s, hp, base)
 
     compiled, history, done = {}, [], 0
