@@ -211,6 +211,15 @@ def test_cli_resume_typo_is_one_line_and_writes_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("url", ["gs://my-bucket/runs/a", "s3://b/x"])
+def test_cli_a_url_run_folder_is_one_line_naming_the_mount(tmp_path, url):
+    """Run folders go through file paths (orbax, metrics, locks): a URL would become a local folder named 'gs:' on
+    each host; it is refused before anything is written, naming the gcsfuse mount to use instead."""
+    line = _one_line_error(_cli(f"--config={SPREAD_MLP}", f"--config.run.out_dir={url}", cwd=str(tmp_path)))
+    assert "run.out_dir" in line and url in line and "install.sh --bucket" in line and "/gcs/" in line, line
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("spec,says", [("debate.py:nope", "the variant is 'rule' (default), 'lm' or 'trained_judge'"),
                                        ("spread_mlp.py:nope", "has no variants")])
 def test_cli_unknown_config_variant_is_one_line(spec, says):

@@ -55,6 +55,54 @@ def _trainer_parts(config):
     return entry.build(config)
 
 
+def test_on_gcsfuse_reads_the_mount_table(tmp_path):
+    from jaxmarl_llm.train.checkpoints import on_gcsfuse
+
+    table = tmp_path / "mounts"
+    table.write_text("/dev/root / ext4 rw 0 0\n"
+                     "my-bucket /gcs/my-bucket fuse.gcsfuse rw,nosuid,nodev 0 0\n"
+                     "tmpfs /gcs/my-bucket/scratch tmpfs rw 0 0\n"
+                     "b2 /mnt/with\\040space fuse.gcsfuse rw 0 0\n")
+    assert on_gcsfuse("/gcs/my-bucket/runs/a/checkpoints", str(table))  # need not exist yet
+    assert on_gcsfuse("/gcs/my-bucket", str(table))
+    assert not on_gcsfuse("/gcs/my-bucket-2/runs", str(table))  # a prefix of the name is not inside
+    assert not on_gcsfuse("/gcs/my-bucket/scratch/x", str(table))  # the deepest mount decides
+    assert not on_gcsfuse("/home/me/runs", str(table))
+    assert on_gcsfuse("/mnt/with space/runs", str(table))
+    assert not on_gcsfuse("/x", str(tmp_path / "no-such-table"))
+
+
+def test_a_run_on_a_gcsfuse_mount_commits_by_file_and_resumes_identically(tmp_path, monkeypatch):
+    """On a Cloud Storage FUSE mount (here: the mount check answers yes) each step is written in place with a
+    commit_success.txt instead of renamed from a temporary folder; a run killed between chunks, with a step folder
+    left half-written (no commit file, as a kill mid-save leaves it), resumes past it to the uninterrupted run's
+    parameters and metrics."""
+    import shutil
+
+    from jaxmarl_llm.train import checkpoints
+
+    full = run_training(_small_config(tmp_path / "full"), *_trainer_parts(_small_config(tmp_path / "full")))
+    monkeypatch.setattr(checkpoints, "on_gcsfuse", lambda path, mounts="/proc/mounts": True)
+    config = _small_config(tmp_path / "killed")
+    trainer, chunk_fn, steps, _ = _trainer_parts(config)
+    with pytest.raises(Killed):  # dies during the third chunk, after the checkpoints of updates 2 and 4
+        run_training(config, trainer, dying_after(chunk_fn, 3), steps)
+    folder = os.path.join(config.run.out_dir, "checkpoints")
+    assert sorted(os.listdir(folder)) == ["2", "4"]
+    assert all(os.path.exists(os.path.join(folder, step, "commit_success.txt")) for step in ("2", "4"))
+    shutil.copytree(os.path.join(folder, "4"), os.path.join(folder, "6"))  # a save of update 6 cut short
+    os.remove(os.path.join(folder, "6", "commit_success.txt"))
+
+    config.resume = "True"
+    resumed = run_training(config, *_trainer_parts(config))
+    for a, b in zip(jax.tree.leaves(full["state"].params), jax.tree.leaves(resumed["state"].params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    rows = read_csv(os.path.join(config.run.out_dir, "metrics.csv"))
+    assert [r["team_return"] for r in rows] == [r["team_return"] for r in read_csv(os.path.join(full["out_dir"],
+                                                                                                "metrics.csv"))]
+    assert os.path.exists(os.path.join(folder, "6", "commit_success.txt"))  # written over by the real save
+
+
 @pytest.mark.parametrize(
     "key,value,match",
     [

@@ -7,6 +7,12 @@ restore with the same global state: orbax writes each shard from the process tha
 metadata from the primary. A restore places every array on the shardings of `like` (never the device ids recorded
 at save), so a run saved by N processes resumes with another process count over the same mesh
 (tests/test_multiprocess.py).
+
+A save is atomic: a run killed mid-save resumes from the checkpoint before. On a local or shared disk orbax
+writes each step to a temporary folder and renames it. On a Cloud Storage FUSE mount (a bucket mounted on every
+host of a pod, tpu_scripts/install.sh --bucket) a folder rename is a copy and delete of every file, so there each
+step is written in place and marked complete by a `commit_success.txt` (orbax's COMMIT_FILE mode, chosen by
+`on_gcsfuse`); a step folder without it is ignored on resume and written over by the next save.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
+from orbax.checkpoint import options as ocp_options
 
 from jaxmarl_llm.train import multihost
 from jaxmarl_llm.train.errors import DiskFullError
@@ -24,10 +31,36 @@ from jaxmarl_llm.train.errors import DiskFullError
 MB = 2**20
 
 
+GCSFUSE = "fuse.gcsfuse"  # the file system type of a Cloud Storage FUSE mount in /proc/mounts
+
+
+def on_gcsfuse(path: str, mounts: str = "/proc/mounts") -> bool:
+    """Does `path` (existing or not) lie on a Cloud Storage FUSE mount: is the deepest mount point containing it
+    of type fuse.gcsfuse? False where the mount table cannot be read (not Linux)."""
+    try:
+        with open(mounts) as f:
+            table = [line.split()[1:3] for line in f if len(line.split()) >= 3]
+    except OSError:
+        return False
+    path = os.path.abspath(path)
+    best, kind = "", ""
+    for point, fs_type in table:
+        point = point.replace("\\040", " ")  # the table escapes spaces in paths
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best):
+            best, kind = point, fs_type
+    return kind == GCSFUSE
+
+
 class Checkpoints:
-    def __init__(self, directory: str, keep: int = 2):
+    def __init__(self, directory: str, keep: int = 2, commit_file: bool | None = None):
+        """commit_file: mark complete steps with a file instead of renaming a temporary folder (module docstring);
+        None: when `directory` is on a Cloud Storage FUSE mount."""
         self.directory = os.path.abspath(directory)
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False)
+        self.commit_file = on_gcsfuse(self.directory) if commit_file is None else commit_file
+        commit = ocp_options.AtomicityOptions(mode=ocp_options.AtomicityMode.COMMIT_FILE)
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False,
+                                               atomicity_options=commit if self.commit_file else None)
         self.manager = ocp.CheckpointManager(self.directory, options=options)
 
     def latest_step(self) -> int | None:

@@ -8,6 +8,7 @@ package (one per trainer) call them in their own order.
 from __future__ import annotations
 
 import os
+import re
 from typing import Callable, Iterable
 
 import jax
@@ -137,7 +138,13 @@ def parse_resume(value: bool | str | None) -> bool | str:
 def check_run(config: ml_collections.ConfigDict) -> None:
     """run.*: the chunk, checkpoint cadence and checkpoints kept are counts (0 would divide by zero or keep
     nothing); resume is readable; overwrite (delete the earlier run) and resume (continue it) exclude each other;
-    resume_force (continue a run whose config.json differs, train/run_identity.py) is a bool."""
+    resume_force (continue a run whose config.json differs, train/run_identity.py) is a bool; out_dir is a file
+    path, not a URL (a bucket is mounted and named by its mount path, README "Run on a TPU pod")."""
+    scheme = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://", str(config.run.out_dir))
+    _require(scheme is None, "run.out_dir",
+             f"{config.run.out_dir!r} is a URL; run folders are file paths: mount the bucket on every host "
+             "(tpu_scripts/install.sh --bucket BUCKET mounts it at /gcs/BUCKET) and pass "
+             "--config.run.out_dir=/gcs/BUCKET/runs/NAME")
     check_positive_ints(config.run, ("updates_per_chunk", "checkpoint_every", "keep_checkpoints"), prefix="run.")
     _require(isinstance(config.run.overwrite, bool), "run.overwrite",
              f"must be True or False, got {config.run.overwrite!r}")
