@@ -116,7 +116,7 @@ def test_install_from_git(env):
     remote = remote_of(one_command("tpu_scripts/install.sh", *SLICE, "--repo", "https://example.com/me/jaxmarl_llm.git",
                                    "--branch", "dev", env=env))
     assert remote.startswith("set -e; if [ -d ~/jaxmarl_llm/.git ]; then git -C ~/jaxmarl_llm fetch -q --depth=1 "
-                             "https://example.com/me/jaxmarl_llm.git dev && ")
+                             "https://example.com/me/jaxmarl_llm.git dev; ")
     assert "else git clone -q --depth=1 --branch dev https://example.com/me/jaxmarl_llm.git ~/jaxmarl_llm; fi" in remote
     assert remote.endswith("$HOME/.local/bin/uv venv -q --python 3.11 .venv; } && $HOME/.local/bin/uv pip install -q "
                            '--python .venv/bin/python -c constraints.txt -e . "jax[tpu]"')
@@ -145,7 +145,7 @@ def test_install_from_a_local_checkout(env, tmp_path):
     ssh = shlex.split(lines[3])
     assert ssh[-1] == "--project=p"
     remote = remote_of(ssh[:-1])
-    assert remote.startswith("set -e; mkdir -p ~/jaxmarl_llm && tar -xzf ~/jaxmarl_llm.tar.gz -C ~/jaxmarl_llm && "
+    assert remote.startswith("set -e; mkdir -p ~/jaxmarl_llm; tar -xzf ~/jaxmarl_llm.tar.gz -C ~/jaxmarl_llm; "
                              "rm -f ~/jaxmarl_llm.tar.gz; cd ~/jaxmarl_llm && ")
     assert len(lines) == 4
     packed = tmp_path / "packed.tar.gz"
@@ -153,6 +153,75 @@ def test_install_from_a_local_checkout(env, tmp_path):
     names = subprocess.run(["tar", "-tzf", str(packed)], capture_output=True, text=True, check=True).stdout.split()
     assert sorted(names) == [".gitignore", "new.py", "tracked.py"]
 
+
+GCSFUSE_INSTALL = (
+    "if ! command -v gcsfuse >/dev/null; then export GCSFUSE_REPO=gcsfuse-$(lsb_release -c -s); "
+    'echo "deb [signed-by=/usr/share/keyrings/cloud.google.asc] https://packages.cloud.google.com/apt $GCSFUSE_REPO '
+    'main" | sudo tee /etc/apt/sources.list.d/gcsfuse.list >/dev/null; curl -fsSL '
+    "https://packages.cloud.google.com/apt/doc/apt-key.gpg | sudo tee /usr/share/keyrings/cloud.google.asc "
+    ">/dev/null; sudo apt-get update -q; sudo apt-get install -y -q gcsfuse; fi; ")
+MOUNT = ('if ! mountpoint -q /gcs/my-bucket; then sudo mkdir -p /gcs/my-bucket; sudo chown "$USER" /gcs/my-bucket; '
+         "gcsfuse --implicit-dirs --rename-dir-limit=200000 my-bucket /gcs/my-bucket; fi")
+
+
+def test_install_with_a_bucket_mounts_it_on_every_host(env):
+    """--bucket: after the venv install (its own ssh line, so a failed install still stops install.sh), every
+    host installs gcsfuse if it lacks it and mounts the bucket at /gcs/BUCKET unless mounted already."""
+    repo = ["--repo", "https://example.com/me/jaxmarl_llm.git"]
+    plain = dry_lines("tpu_scripts/install.sh", *SLICE, *repo, env=env)
+    lines = dry_lines("tpu_scripts/install.sh", *SLICE, *repo, "--bucket", "my-bucket", env=env)
+    assert len(plain) == 1 and "gcsfuse" not in plain[0] and "/gcs" not in plain[0]
+    assert len(lines) == 2 and lines[0] == plain[0]
+    mount = remote_of(shlex.split(lines[1]))
+    assert mount == "set -e; " + GCSFUSE_INSTALL + MOUNT
+    # the same after a --local copy, and --project reaches the second ssh too
+    lines = dry_lines("tpu_scripts/install.sh", *SLICE, "--local", str(ROOT), "--bucket=my-bucket", "--project=p",
+                      env=env)
+    assert shlex.split(lines[-1])[-2:] == [mount, "--project=p"]
+    assert "gcsfuse" not in "".join(lines[:-1])
+
+
+@pytest.mark.parametrize("has_gcsfuse,mounted,update_fails", [
+    (True, False, False), (True, True, False), (False, False, False), (False, True, False), (False, False, True)])
+def test_bucket_line_on_a_host(env, tmp_path, has_gcsfuse, mounted, update_fails):
+    """The --bucket line run here with fake sudo, apt-get, curl, lsb_release, mountpoint and gcsfuse (nothing else
+    on PATH): the install runs only without gcsfuse, the mount only where nothing is mounted, and a failed step
+    stops the line."""
+    fake, record = tmp_path / "bin", tmp_path / "record"
+    fake.mkdir()
+    gcsfuse = f'#!/bin/sh\necho "gcsfuse $*" >> {record}\n'
+    tools = {
+        "lsb_release": "#!/bin/sh\necho jammy\n",
+        "curl": f'#!/bin/sh\necho "curl $*" >> {record}\necho KEY\n',
+        "mountpoint": f"#!/bin/sh\nexit {0 if mounted else 1}\n",
+        "sudo": (f'#!/bin/sh\necho "sudo $*" >> {record}\n'
+                 f'if [ "$1" = tee ]; then while read -r l; do echo "  $l" >> {record}; done; fi\n'
+                 f'if [ "$1 $2" = "apt-get update" ]; then exit {100 if update_fails else 0}; fi\n'
+                 f'if [ "$1 $2" = "apt-get install" ]; then printf %s {shlex.quote(gcsfuse)} > {fake}/gcsfuse; '
+                 f"{shutil.which('chmod')} +x {fake}/gcsfuse; fi\n"),
+    }
+    if has_gcsfuse:
+        tools["gcsfuse"] = gcsfuse
+    for name, text in tools.items():
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    line = remote_of(shlex.split(dry_lines("tpu_scripts/install.sh", *SLICE, "--repo", "r", "--bucket", "my-bucket",
+                                           env=env)[1]))
+    result = subprocess.run([shutil.which("bash"), "-c", line], env={"PATH": str(fake), "USER": "me"},
+                            capture_output=True, text=True, timeout=30)
+    install = [] if has_gcsfuse else [
+        "sudo tee /etc/apt/sources.list.d/gcsfuse.list",
+        "  deb [signed-by=/usr/share/keyrings/cloud.google.asc] https://packages.cloud.google.com/apt "
+        "gcsfuse-jammy main",
+        "curl -fsSL https://packages.cloud.google.com/apt/doc/apt-key.gpg",
+        "sudo tee /usr/share/keyrings/cloud.google.asc", "  KEY",
+        "sudo apt-get update -q"] + ([] if update_fails else ["sudo apt-get install -y -q gcsfuse"])
+    mount = [] if mounted or update_fails else [
+        "sudo mkdir -p /gcs/my-bucket", "sudo chown me /gcs/my-bucket",
+        "gcsfuse --implicit-dirs --rename-dir-limit=200000 my-bucket /gcs/my-bucket"]
+    done = record.read_text().splitlines() if record.exists() else []
+    assert sorted(done) == sorted(install + mount)  # sorted: curl and the tee it feeds run at once
+    assert result.returncode == (100 if update_fails else 0), result.stderr
 
 def test_launch_runs_the_command_on_every_host_with_multihost(env):
     remote = remote_of(one_command("tpu_scripts/launch.sh", *SLICE, "--", "python", "experiments/train.py",
@@ -308,6 +377,12 @@ USAGE_ERRORS = [
     ("tpu_scripts/create.sh", ["--zone", "z", "--accelerator-type", "v4-8"], "missing --name"),
     ("tpu_scripts/install.sh", SLICE, "missing --repo URL or --local DIR"),
     ("tpu_scripts/install.sh", SLICE + ["--repo", "u", "--local", "."], "--repo and --local exclude each other"),
+    ("tpu_scripts/install.sh", SLICE + ["--repo", "u", "--bucket", "gs://b"],
+     "--bucket takes a bucket name (my-bucket), not a URL or path, got 'gs://b'"),
+    ("tpu_scripts/install.sh", SLICE + ["--repo", "u", "--bucket", "b/x"],
+     "--bucket takes a bucket name (my-bucket), not a URL or path, got 'b/x'"),
+    ("tpu_scripts/install.sh", SLICE + ["--repo", "u", "--bucket", "My Bucket"],
+     "--bucket must be a bucket name (lowercase letters, digits, . _ -), got 'My Bucket'"),
     ("tpu_scripts/launch.sh", SLICE, "missing COMMAND (after --)"),
     ("tpu_scripts/launch.sh", ["--zone", "z", "--", "python", "x.py"], "missing --name"),
     ("tpu_scripts/logs.sh", ["--name", "s"], "missing --zone"),

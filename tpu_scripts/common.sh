@@ -21,6 +21,8 @@ REMOTE_DIR=jaxmarl_llm
 REMOTE_LOG=logs/run.log
 REMOTE_PID=logs/run.pid
 PYTHON_VERSION=3.11  # what constraints.txt's pins need (jax, numpy: Python >= 3.11)
+# install.sh --bucket BUCKET mounts the Cloud Storage bucket BUCKET at $BUCKET_ROOT/BUCKET on every host.
+BUCKET_ROOT=/gcs
 
 # gcloud compute tpus tpu-vm ARGS... [--project=ID]
 tpu_gcloud() {
@@ -39,4 +41,20 @@ remote_venv_install() {
   printf '%s' "cd ~/$REMOTE_DIR && python3 -m pip install -q --user uv && " \
     "{ [ -x .venv/bin/python ] || $uv venv -q --python $PYTHON_VERSION .venv; } && " \
     "$uv pip install -q --python .venv/bin/python -c constraints.txt -e . \"jax[tpu]\""
+}
+
+# The shell line that installs Cloud Storage FUSE (gcsfuse, from Google's apt repository) when the host lacks it
+# and mounts the bucket $1 at $BUCKET_ROOT/$1 unless something is mounted there already. --implicit-dirs: folders
+# that other hosts wrote show up; --rename-dir-limit: orbax checkpoints and our config / metrics writes rename
+# folders. Plain commands joined by ";" (no "a && b"), so that set -e stops at the first that fails.
+remote_mount_bucket() {
+  local dir="$BUCKET_ROOT/$1" repo=https://packages.cloud.google.com/apt key=/usr/share/keyrings/cloud.google.asc
+  local list=/etc/apt/sources.list.d/gcsfuse.list
+  printf '%s' "set -e; if ! command -v gcsfuse >/dev/null; then " \
+    "export GCSFUSE_REPO=gcsfuse-\$(lsb_release -c -s); " \
+    "echo \"deb [signed-by=$key] $repo \$GCSFUSE_REPO main\" | sudo tee $list >/dev/null; " \
+    "curl -fsSL $repo/doc/apt-key.gpg | sudo tee $key >/dev/null; " \
+    "sudo apt-get update -q; sudo apt-get install -y -q gcsfuse; fi; " \
+    "if ! mountpoint -q $dir; then sudo mkdir -p $dir; sudo chown \"\$USER\" $dir; " \
+    "gcsfuse --implicit-dirs --rename-dir-limit=200000 $1 $dir; fi"
 }
