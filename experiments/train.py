@@ -15,7 +15,8 @@ from absl import app, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from jaxmarl_llm.train import multihost  # noqa: E402
-from jaxmarl_llm.train.cli import check_overrides, main_guard, maybe_init_distributed  # noqa: E402
+from jaxmarl_llm.train.cli import (check_overrides, main_guard, maybe_init_distributed,  # noqa: E402
+                                  order_cpu_collectives)
 from jaxmarl_llm.train.entry import train_from_config  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file.", lock_config=True)
@@ -28,6 +29,7 @@ def main(argv):
     if _CONFIG.value is None:
         raise app.UsageError("--config=configs/NAME.py is required")
     logging.set_verbosity(logging.WARNING)
+    order_cpu_collectives(_CONFIG.value)  # before jax starts its backend
     maybe_init_distributed()
     result = train_from_config(_CONFIG.value)
     if not multihost.primary():  # one process of several: the primary reports the run

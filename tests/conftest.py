@@ -16,7 +16,9 @@ import tempfile
 DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
 FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
 
-os.environ.setdefault("XLA_FLAGS", f"{DEVICES_FLAG} {FAST_COMPILE_FLAG}")
+# ordered collectives: train/cli.py CPU_ORDERED_COLLECTIVES_FLAG (fsdp programs deadlock without it on XLA:CPU)
+ORDERED_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+os.environ.setdefault("XLA_FLAGS", f"{DEVICES_FLAG} {FAST_COMPILE_FLAG} {ORDERED_FLAG}")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "jaxmarl_llm_xla_cache")):
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")  # skip the many tiny programs

@@ -209,12 +209,138 @@ def test_config_errors_name_mesh_fsdp_in_one_line(kw, what):
     validate_lm_rl(_rl_config(**{"mesh.num_devices": 8, "mesh.fsdp": 4}))  # the same run, sharded correctly
 
 
-def test_only_the_lm_rl_trainer_has_mesh_fsdp():
-    for defaults in (sft_defaults(), dpo_defaults()):
-        assert "fsdp" not in defaults.mesh  # --config.mesh.fsdp=2 there: "config.mesh.fsdp: unknown key"
+def test_every_lm_trainer_has_mesh_fsdp_and_the_mlp_trainer_not():
+    from jaxmarl_llm.train.config import mlp_ppo_defaults
+
+    for defaults in (lm_rl_defaults(), sft_defaults(), dpo_defaults()):
+        assert defaults.mesh.fsdp == 1
+    assert "fsdp" not in mlp_ppo_defaults().mesh  # --config.mesh.fsdp=2 there: "config.mesh.fsdp: unknown key"
     with pytest.raises(ValueError, match="fsdp=3 must divide"):
         mesh_lib.make_mesh(8, 3)
     assert mesh_lib.make_mesh(1, 1).axis_names == ("data",)  # fsdp=1: the 1-D mesh of before
+
+
+# ---- SFT and DPO over a sharded base (LoRA adapters; the base frozen) -----------------------------------------
+
+def _sft_teacher():
+    import test_sft
+
+    return test_sft._config(train_base=False)
+
+
+def _sft_policy():  # the model plays (the sampler's loop decisions agree over the fsdp group)
+    import test_sft
+
+    return test_sft._policy_config(train_base=False, min_return=-100.0)  # every episode kept: the update moves
+
+
+def _dpo_pairs():
+    import test_dpo_trainer
+
+    return test_dpo_trainer._config()
+
+
+def _dpo_game():  # pairs played in the game by the policy and a noisy teacher
+    import test_dpo_trainer
+
+    c = test_dpo_trainer._config(source="game", env_name="text/guess_number", players="teacher:0.0,policy",
+                                 batch_size=8)
+    c.env_kwargs = {"capacity": 256, "max_action_tokens": 12, "max_turns": 2}
+    c.num_turns, c.model.max_position_embeddings = 2, 256
+    return c
+
+
+def _two_updates(make_config, kind: str, shape):
+    """Adapters and metrics after two updates of an SFT / DPO config on a data x fsdp mesh."""
+    from jaxmarl_llm.train import dpo, sft
+    from jaxmarl_llm.train.config import validate_dpo, validate_sft
+
+    d, f = shape
+    config = make_config()
+    config.mesh.num_devices, config.mesh.fsdp = d * f, f
+    (validate_sft if kind == "sft" else validate_dpo)(config)
+    trainer = (sft if kind == "sft" else dpo).make_train(config)
+    mesh = mesh_lib.make_mesh(d * f, f)
+    state = mesh_lib.put(trainer.init(jax.random.PRNGKey(1), trainer.hparams), mesh, trainer.state_specs)
+    state, metrics = mesh_lib.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
+    return jax.device_get(state.trainable), jax.device_get(metrics)
+
+
+@pytest.mark.parametrize("make_config,kind", [
+    (_sft_teacher, "sft"),
+    pytest.param(_sft_policy, "sft", marks=pytest.mark.slow),
+    (_dpo_pairs, "dpo"),
+    pytest.param(_dpo_game, "dpo", marks=pytest.mark.slow),
+], ids=["sft_teacher", "sft_policy", "dpo_pairs", "dpo_game"])
+def test_sft_and_dpo_on_a_sharded_base_match_one_device(make_config, kind):
+    """mesh.fsdp=4 on 2 x 4 devices: the adapters and every metric of two updates equal one device's (the base
+    whole). (The same forward's per-device memory: the test above.)"""
+    _need_eight()
+    (ref_tr, ref_m), (tr, m) = _two_updates(make_config, kind, (1, 1)), _two_updates(make_config, kind, MESHES[0])
+    moved = max(float(np.abs(v["b"]).max()) for v in ref_tr["lora"].values())
+    assert moved > 1e-4  # the updates moved the adapters
+    # Adam's step is ~lr * g / |g|: an entry whose gradient is at rounding level turns the float reordering of the
+    # gathers into a visible difference of its step. So: almost every entry to 1e-4, all to 1e-2 of the largest.
+    close = []
+    for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(ref_tr)[0], jax.tree.leaves(tr)):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-2 * moved, err_msg=jax.tree_util.keystr(path))
+        close.append(np.isclose(b, a, rtol=1e-4, atol=2e-5).ravel())
+    assert np.mean(np.concatenate(close)) > 0.99
+    assert set(m) == set(ref_m)
+    for k in ref_m:
+        # DPO's accuracy counts margins > 0; before any step the policy is the reference and every margin is
+        # rounding noise around 0, so its first value is not compared
+        got, want = (m[k][1:], ref_m[k][1:]) if k == "accuracy" else (m[k], ref_m[k])
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4, err_msg=k)
+
+
+def test_cli_sft_on_a_sharded_base_runs_a_chunk_of_several_updates(tmp_path):
+    """experiments/train.py, LoRA SFT of configs/sft_guess_number.py at mesh.fsdp=4 on 8 host devices, its 4 updates
+    in one chunk: XLA:CPU deadlocked there (an fsdp group's all-gather against an all-device all-reduce, run in
+    different orders) until the CLI orders the collectives (train/cli.py order_cpu_collectives). A child process
+    with only the device flag, as a user runs it."""
+    import subprocess
+
+    from jaxmarl_llm.train.cli import CPU_ORDERED_COLLECTIVES_FLAG, order_cpu_collectives
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    done = subprocess.run(
+        [sys.executable, os.path.join(root, "experiments", "train.py"), "--config=configs/sft_guess_number.py",
+         "--config.train_base=False", "--config.mesh.fsdp=4", "--config.eval_episodes=0",
+         "--config.total_episodes=64", f"--config.run.out_dir={tmp_path / 'run'}", "--config.run.progress=False"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "'update': 4" in done.stdout and os.path.isdir(tmp_path / "run" / "model")
+    # the flag is added only for sharded runs, and never over the user's own setting of the option
+    flags = {"XLA_FLAGS": "--a"}
+    order_cpu_collectives(sft_defaults(), flags)
+    assert flags["XLA_FLAGS"] == "--a"
+    c = sft_defaults()
+    c.mesh.fsdp = 2
+    order_cpu_collectives(c, flags)
+    assert flags["XLA_FLAGS"] == f"--a {CPU_ORDERED_COLLECTIVES_FLAG}"
+    mine = {"XLA_FLAGS": "--xla_cpu_enable_concurrency_optimized_scheduler=true"}
+    order_cpu_collectives(c, mine)
+    assert mine["XLA_FLAGS"] == "--xla_cpu_enable_concurrency_optimized_scheduler=true"
+
+
+@pytest.mark.parametrize("defaults,extra", [(sft_defaults, {}), (dpo_defaults, {"train_base": True})])
+def test_sft_and_dpo_refuse_training_a_sharded_base_in_one_line(defaults, extra):
+    """SFT's default trains every weight (train_base=True): with mesh.fsdp > 1 that is one line naming the fix."""
+    _need_eight()
+    import test_dpo_trainer
+
+    from jaxmarl_llm.train.config import validate_dpo, validate_sft
+
+    c = defaults() if defaults is sft_defaults else test_dpo_trainer._config()
+    c.mesh.num_devices, c.mesh.fsdp = 8, 4
+    for k, v in extra.items():
+        c[k] = v
+    with pytest.raises(ConfigError) as err:
+        (validate_sft if defaults is sft_defaults else validate_dpo)(c)
+    message = str(err.value)
+    assert "mesh.fsdp" in message and "train_base=False" in message and "\n" not in message, message
 
 
 def test_qwen3_8b_config_validates_up_to_the_checkpoint_and_its_table_is_computed():

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import traceback
-from typing import Any, Mapping, NoReturn
+from typing import Any, Mapping, MutableMapping, NoReturn
 
 import ml_collections
 from absl import flags
@@ -147,6 +147,24 @@ def main_guard(fn):
                   "(a run continues from its last complete checkpoint with --config.resume=True)", 2, at_once=script)
 
     return wrapped
+
+
+# XLA:CPU's concurrency-optimized scheduler lets independent collectives run at once, in an order that can differ
+# between devices: over an fsdp group's all-gathers and the all-device all-reduces of the loss's counts it deadlocked
+# (an SFT chunk of 2+ updates at mesh.fsdp=4 on 8 host devices; XLA's rendezvous aborts after 40 s). The option is
+# only read from XLA_FLAGS (a per-program `compiler_options` entry is accepted and has no effect), so it is set for
+# the process before jax starts its CPU backend. GPUs and TPUs run collectives in the compiled order.
+CPU_ORDERED_COLLECTIVES_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+
+
+def order_cpu_collectives(config, environ: MutableMapping[str, str] | None = None) -> None:
+    """A run sharding its base (mesh.fsdp > 1) gets CPU_ORDERED_COLLECTIVES_FLAG in XLA_FLAGS (unless XLA_FLAGS
+    already sets that option); call before jax's first device query. Other runs keep XLA's defaults."""
+    environ = os.environ if environ is None else environ
+    mesh = config.get("mesh") or {}
+    flags_now = environ.get("XLA_FLAGS", "")
+    if int(mesh.get("fsdp", 1)) > 1 and "xla_cpu_enable_concurrency_optimized_scheduler" not in flags_now:
+        environ["XLA_FLAGS"] = f"{flags_now} {CPU_ORDERED_COLLECTIVES_FLAG}".strip()
 
 
 # a plain multi-node launcher (and tests/test_multiprocess.py) names the coordinator and each process's rank

@@ -33,6 +33,7 @@ weights, which lives in `trainer.base` (one extra copy of the model in memory).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, NamedTuple
 
@@ -52,7 +53,7 @@ from jaxmarl_llm.train.config import ConfigError, parse_players
 from jaxmarl_llm.train.lm_setup import setup_lm
 from jaxmarl_llm.train.mesh import global_index
 from jaxmarl_llm.train.scripted import collect, make_script, policy_script
-from jaxmarl_llm.train.sft import adamw, split_weights
+from jaxmarl_llm.train.sft import adamw, base_specs, split_weights
 
 KEYS = ("prompt", "chosen", "rejected")
 
@@ -104,6 +105,7 @@ class DPOTrainer(NamedTuple):
     export_adapter: Any  # export_adapter(state, path) -> path, or None when every weight is trained
     score: Any  # score(state, base, pairs) -> (policy, reference) sequence log-probs [B, 2] (jittable)
     num_pairs: int  # pairs in the file (0 for source="game")
+    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec prefix of `base` (mesh.fsdp > 1: train/mesh.py)
 
 
 def load_pairs(path: str, tokenizer, max_length: int) -> Pairs:
@@ -288,7 +290,8 @@ def make_train(config, env=None) -> DPOTrainer:
     state_specs = DPOState(trainable=P(), opt_state=P(), key=P(), data_key=P(), update_step=P())
     base_arg = {"model": base_params, "pairs": file_pairs}  # replicated arguments of the compiled chunk
     return DPOTrainer(env, config, DPOHParams.from_config(config), policy, base_arg, init, update, state_specs,
-                      num_updates, tokenizer, weights, export, export_adapter, score, n_pairs)
+                      num_updates, tokenizer, weights, export, export_adapter, score, n_pairs,
+                      functools.partial(base_specs, cfg, data="pairs"))
 
 
 def model_dir(out_dir: str) -> str:

@@ -5,7 +5,7 @@ the single-device and the pod code paths are the same program. Arrays with an
 env axis are split over the mesh axis `data`; parameters, optimizer state and
 keys are replicated. `sharded_chunk` compiles K updates of any trainer into one call.
 
-Model sharding (`mesh.fsdp` > 1, LM RL trainer): the mesh is 2-D, `data` x `fsdp` (data = num_devices / fsdp;
+Model sharding (`mesh.fsdp` > 1, the LM trainers: RL, SFT, DPO): the mesh is 2-D, `data` x `fsdp` (data = num_devices / fsdp;
 the fsdp devices of a data row are neighbours in `jax.devices()` order, so on a GPU cluster or a TPU host they
 share the fast links). The frozen base's big weights are sharded over `fsdp` (models/fsdp.py `param_specs`: a
 NamedSharding on the base argument, each matrix on its largest dimension that fsdp divides) and replicated over

@@ -46,6 +46,7 @@ over a frozen base (usually a checkpoint), merged into the base on export.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, NamedTuple
 
@@ -57,6 +58,7 @@ from flax import struct
 from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos.sft import select_transcripts, sft_loss
+from jaxmarl_llm.models import fsdp as fsdp_lib
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train import jsonl
 from jaxmarl_llm.train.config import ConfigError
@@ -101,6 +103,7 @@ class SFTTrainer(NamedTuple):
     weights: Any  # weights(state, base) -> (base params, trainable or None): what acting needs
     export: Any  # export(state, path) -> path: an HF folder with adapters merged
     num_rows: int  # rows in the file (0 unless source="file")
+    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec prefix of `base` (mesh.fsdp > 1: train/mesh.py)
 
 
 FILE_KEYS = ("prompt", "completion")
@@ -314,7 +317,13 @@ def make_train(config, env=None) -> SFTTrainer:
     base_arg = {"model": {} if train_base else base_params, "rows": file_rows}
     num_rows = 0 if file_rows is None else int(file_rows.mask.shape[0])
     return SFTTrainer(env, config, SFTHParams.from_config(config), policy, base_arg, init, update, state_specs,
-                      num_updates, tokenizer, weights, export, num_rows)
+                      num_updates, tokenizer, weights, export, num_rows, functools.partial(base_specs, cfg))
+
+
+def base_specs(cfg, fsdp: int, data: str = "rows") -> dict:
+    """The base argument's sharding over `fsdp` devices (LoRA SFT, DPO): the model's weights as models/fsdp
+    shards them, the file's `data` (SFT rows, DPO pairs) whole on every device."""
+    return {"model": fsdp_lib.param_specs(cfg, fsdp), data: P()}
 
 
 def model_dir(out_dir: str) -> str:

@@ -8,7 +8,7 @@ import os
 import ml_collections
 
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
-                                             check_mesh, check_model_checkpoint, check_non_negative, check_positive,
+                                             check_fsdp, check_mesh, check_model_checkpoint, check_non_negative, check_positive,
                                              check_positive_ints, check_run, check_stop, stop_defaults)
 from jaxmarl_llm.train.config.lm_rl import lm_rl_defaults
 from jaxmarl_llm.train.scripted import SCRIPTS
@@ -46,7 +46,8 @@ def dpo_defaults() -> ml_collections.ConfigDict:
     c.warmup_updates = 10
     c.anneal_lr = True
     c.eval_episodes = 0  # greedy episodes of env_name's held-out split after training (0 = skip)
-    c.mesh = ml_collections.ConfigDict({"num_devices": 0})
+    # fsdp: shard the frozen base's weights over this many devices (train_base=False), as in lm_rl_defaults
+    c.mesh = ml_collections.ConfigDict({"num_devices": 0, "fsdp": 1})
     c.stop = stop_defaults("max_param_norm_growth")  # no approx_kl / value_loss to bound (config/common.py)
     c.run = copy.deepcopy(rl.run)
     c.run.out_dir = "runs/dpo"
@@ -103,6 +104,7 @@ def validate_dpo(config: ml_collections.ConfigDict) -> None:
     check_non_negative(config, ("weight_decay", "sft_coef"))
     check_eval_episodes(config)
     check_mesh(config, "batch_size")
+    check_fsdp(config)
     check_run(config)
     check_stop(config)
     check_model_checkpoint(config)

@@ -9,7 +9,7 @@ import ml_collections
 
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
-                                             check_mesh, check_model_checkpoint, check_one_update, check_positive,
+                                             check_fsdp, check_mesh, check_model_checkpoint, check_one_update, check_positive,
                                              check_positive_ints, check_run, check_stop, stop_defaults)
 from jaxmarl_llm.train.lm_seats import SCRIPTED_KINDS, parse_agent_map
 
@@ -177,7 +177,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _check_seats(config)
     _require(not config.train_base or (not config.frozen_agents and config.opponent_pool.size == 0), "train_base",
              "frozen seats and snapshot pools play the untrained base; use train_base=False with them")
-    _check_fsdp(config)
+    check_fsdp(config)
     _check_actions(config)
     check_eval_episodes(config)
     _check_in_graph_eval(config)
@@ -192,20 +192,6 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
              "the reference)")
     check_run(config)
     check_model_checkpoint(config)
-
-
-def _check_fsdp(config: ml_collections.ConfigDict) -> None:
-    """mesh.fsdp > 1 shards the frozen base: what would need the whole base on one device, or train it, is refused."""
-    fsdp = config.mesh.fsdp
-    if fsdp == 1:
-        return
-    _require(not config.train_base, "mesh.fsdp",
-             f"{fsdp} shards the frozen base, but train_base=True trains it (a replicated float32 copy with Adam "
-             "state): use mesh.fsdp=1 with train_base")
-    _require(config.eval_episodes == 0, "mesh.fsdp",
-             f"{fsdp} shards the base, but eval_episodes > 0 evaluates after training on one device with the whole "
-             "base: set eval_episodes=0 (in_graph_eval plays sharded) and evaluate with experiments/eval.py where "
-             "the base fits")
 
 
 def _check_seats(config: ml_collections.ConfigDict) -> None:

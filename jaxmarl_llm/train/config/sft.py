@@ -10,7 +10,7 @@ import os
 import ml_collections
 
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
-                                             check_mesh, check_model_checkpoint, check_non_negative, check_one_update,
+                                             check_fsdp, check_mesh, check_model_checkpoint, check_non_negative, check_one_update,
                                              check_positive, check_positive_ints, check_run, check_stop, stop_defaults)
 from jaxmarl_llm.train.config.lm_rl import lm_rl_defaults
 from jaxmarl_llm.train.scripted import SCRIPTS
@@ -50,7 +50,8 @@ def sft_defaults() -> ml_collections.ConfigDict:
     c.warmup_updates = 20
     c.anneal_lr = True  # cosine to 10% of lr at the end
     c.eval_episodes = 0  # greedy episodes on the held-out split after training (0 = skip)
-    c.mesh = ml_collections.ConfigDict({"num_devices": 0})
+    # fsdp: shard the frozen base's weights over this many devices (train_base=False), as in lm_rl_defaults
+    c.mesh = ml_collections.ConfigDict({"num_devices": 0, "fsdp": 1})
     c.stop = stop_defaults("max_param_norm_growth")  # no approx_kl / value_loss to bound (config/common.py)
     c.run = copy.deepcopy(rl.run)
     c.run.out_dir = "runs/sft"
@@ -89,6 +90,7 @@ def validate_sft(config: ml_collections.ConfigDict) -> None:
     check_non_negative(config, ("weight_decay",))
     check_eval_episodes(config)
     check_mesh(config, "num_envs")
+    check_fsdp(config)
     check_run(config)
     check_stop(config)
     check_model_checkpoint(config)
