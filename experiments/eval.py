@@ -37,7 +37,7 @@ from ml_collections import config_flags  # noqa: E402
 from jaxmarl_llm.models import attention  # noqa: E402
 from jaxmarl_llm.train import lm_rl, play, trainers  # noqa: E402
 from jaxmarl_llm.train.checkpoints import Checkpoints  # noqa: E402
-from jaxmarl_llm.train.cli import check_overrides, main_guard  # noqa: E402
+from jaxmarl_llm.train.cli import check_overrides, main_guard, order_cpu_collectives  # noqa: E402
 from jaxmarl_llm.train.config import validate_lm_rl  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file (an lm_rl config).", lock_config=True)
@@ -97,6 +97,7 @@ def main(argv):
         raise app.UsageError("--config=configs/NAME.py is required")
     logging.set_verbosity(logging.WARNING)
     config = _CONFIG.value
+    order_cpu_collectives(config)  # a sharded base (mesh.fsdp > 1): --heldout plays sharded
     validate_lm_rl(config)
     trainer = lm_rl.make_train(config)
     if _HELDOUT.value:

@@ -72,10 +72,12 @@ def enumerate_secrets(env) -> Callable[[jax.Array], tuple[Any, Any]]:
 
 
 def play(key: jax.Array, env, act: Actor, num_episodes: int, num_turns: int,
-         reset: Callable[[jax.Array], tuple[Any, Any]] | None = None) -> dict[str, jax.Array]:
-    """Per-episode results [E]: return, turns, solved, format_errors, moves (acting turns). Jittable."""
+         reset: Callable[[jax.Array], tuple[Any, Any]] | None = None, ids: jax.Array | None = None
+         ) -> dict[str, jax.Array]:
+    """Per-episode results [E]: return, turns, solved, format_errors, moves (acting turns). Jittable.
+    ids [E]: the episodes' numbers (their starts and keys; default 0..E-1): one device's share of a sharded run."""
     k_reset, k_play = jax.random.split(key)
-    ids = jnp.arange(num_episodes)
+    ids = jnp.arange(num_episodes) if ids is None else ids
     if reset is None:
         obs, state = jax.vmap(lambda i: env.reset(jax.random.fold_in(k_reset, i)))(ids)
     else:
@@ -154,6 +156,33 @@ def evaluate(env, act: Actor, num_episodes: int, num_turns: int, key: jax.Array 
     return summarize(jax.device_get(fn(key)))
 
 
+def evaluate_sharded(env, policy: LMPolicy, weights: "SeatWeights", mesh, num_episodes: int, num_turns: int,
+                     key: jax.Array | None = None, reset: Callable | None = None,
+                     compiler_options: dict[str, str] | None = None) -> dict[str, float]:
+    """`evaluate` of `policy` (its sampling as given) with the base weights sharded over the mesh's `fsdp` axis
+    (a base that does not fit one device, train/mesh.py): each device plays its share of the episodes, padded up
+    to a multiple of the device count (the extra ones dropped), gathering one layer at a time. The same episodes,
+    keys and results as `evaluate` on one device (tests/test_fsdp.py)."""
+    from jax.sharding import PartitionSpec as P
+
+    from jaxmarl_llm.models import fsdp
+    from jaxmarl_llm.train import mesh as mesh_lib
+
+    key = jax.random.PRNGKey(0) if key is None else key
+    n_dev, axes = mesh.devices.size, mesh_lib.batch_axes(mesh)
+    local_n = -(-num_episodes // n_dev)  # episodes a device plays
+    specs = fsdp.param_specs(policy.cfg, mesh_lib.fsdp_size(mesh))
+
+    def local(k, params, trainable, scale):
+        ids = mesh_lib.global_index(local_n, axes)  # this device's episodes, in the order P(axes) gathers them
+        return play(k, env, lm_actor(policy, params, trainable, scale), local_n, num_turns, reset, ids=ids)
+
+    fn = jax.jit(mesh_lib.shard_over_data(local, mesh, in_specs=(P(), specs, P(), P()), out_specs=P(axes)),
+                 compiler_options=compiler_options)
+    out = fn(key, mesh_lib.put(weights.params, mesh, specs), weights.trainable, weights.scale)
+    return summarize({k: np.asarray(v)[:num_episodes] for k, v in jax.device_get(out).items()})
+
+
 # ---- glue for trained runs -----------------------------------------------------------------------
 
 
@@ -209,5 +238,12 @@ def evaluate_trainer(config, trainer, weights: SeatWeights, num_episodes: int | 
     env = heldout_env(config, trainer.tokenizer)
     reset = enumerate_secrets(env) if hasattr(env, "reset_to") and hasattr(env, "secrets") else None
     n = num_episodes or config.eval_episodes or (int(env.secrets.shape[0]) if reset is not None else 64)
-    return evaluate(env, trained_actor(trainer, weights), n, config.num_turns, reset=reset,
-                    compiler_options=attention.compiler_options(trainer.policy.cfg.attention_backend))
+    options = attention.compiler_options(trainer.policy.cfg.attention_backend)
+    fsdp = int((config.get("mesh") or {}).get("fsdp", 1))
+    if fsdp > 1:  # the base does not fit one device: play sharded, as the run trained
+        from jaxmarl_llm.train import mesh as mesh_lib
+
+        mesh = mesh_lib.make_mesh(config.mesh.num_devices, fsdp)
+        return evaluate_sharded(env, greedy(trainer.policy), weights, mesh, n, config.num_turns, reset=reset,
+                                compiler_options=options)
+    return evaluate(env, trained_actor(trainer, weights), n, config.num_turns, reset=reset, compiler_options=options)

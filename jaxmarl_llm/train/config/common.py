@@ -97,18 +97,13 @@ def check_mesh(config: ml_collections.ConfigDict, key: str, per_device: int = 1,
 
 
 def check_fsdp(config: ml_collections.ConfigDict) -> None:
-    """mesh.fsdp > 1 shards the frozen base (every LM trainer): what would need the whole base on one device, or
-    train it, is refused."""
+    """mesh.fsdp > 1 shards the frozen base (every LM trainer): training it is refused."""
     fsdp = config.mesh.get("fsdp", 1)
     if fsdp == 1:
         return
     _require(not config.train_base, "mesh.fsdp",
              f"{fsdp} shards the frozen base, but train_base=True trains it (a replicated float32 copy with Adam "
              "state): set train_base=False (LoRA adapters over the sharded base) or mesh.fsdp=1")
-    _require(config.eval_episodes == 0, "mesh.fsdp",
-             f"{fsdp} shards the base, but eval_episodes > 0 evaluates after training on one device with the whole "
-             "base: set eval_episodes=0 (in_graph_eval plays sharded) and evaluate with experiments/eval.py where "
-             "the base fits")
 
 
 def check_model_checkpoint(config: ml_collections.ConfigDict) -> None:
