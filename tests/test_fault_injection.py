@@ -21,7 +21,10 @@ from jaxmarl_llm.train.metrics_log import read_csv
 from test_run_safety import SPREAD_MLP, TRAIN
 
 KILLS = 10
-UPDATES = 24
+# a launch that gets past start-up saves 1 to ~3 updates before its kill (the wait after its first checkpoint is
+# timed from the uninterrupted run, which the other test worker may slow or speed up): 40 keeps the run unfinished
+# after the ten kills (24 was reached once under load: [3, 5, 5, 8, 8, 11, ..., 24])
+UPDATES = 40
 
 
 def _command(out_dir: str, resume: bool) -> list[str]:
