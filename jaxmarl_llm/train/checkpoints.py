@@ -39,7 +39,7 @@ def on_gcsfuse(path: str, mounts: str = "/proc/mounts") -> bool:
     of type fuse.gcsfuse? False where the mount table cannot be read (not Linux)."""
     try:
         with open(mounts) as f:
-            table = [line.split()[1:3] for line in f if len(line.split()) >= 3]
+            table = [fields[1:3] for fields in map(str.split, f) if len(fields) >= 3]
     except OSError:
         return False
     path = os.path.abspath(path)
@@ -53,14 +53,13 @@ def on_gcsfuse(path: str, mounts: str = "/proc/mounts") -> bool:
 
 
 class Checkpoints:
-    def __init__(self, directory: str, keep: int = 2, commit_file: bool | None = None):
-        """commit_file: mark complete steps with a file instead of renaming a temporary folder (module docstring);
-        None: when `directory` is on a Cloud Storage FUSE mount."""
+    def __init__(self, directory: str, keep: int = 2):
         self.directory = os.path.abspath(directory)
-        self.commit_file = on_gcsfuse(self.directory) if commit_file is None else commit_file
-        commit = ocp_options.AtomicityOptions(mode=ocp_options.AtomicityMode.COMMIT_FILE)
+        # on a Cloud Storage FUSE mount: mark complete steps with a file, no folder renames (module docstring)
+        commit = (ocp_options.AtomicityOptions(mode=ocp_options.AtomicityMode.COMMIT_FILE)
+                  if on_gcsfuse(self.directory) else None)
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False,
-                                               atomicity_options=commit if self.commit_file else None)
+                                               atomicity_options=commit)
         self.manager = ocp.CheckpointManager(self.directory, options=options)
 
     def latest_step(self) -> int | None:

@@ -22,9 +22,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax.sharding import PartitionSpec as P
+
 from jaxmarl_llm.envs.text.buffers import TextAction
-from jaxmarl_llm.models import attention
+from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.train import mesh as mesh_lib
 from jaxmarl_llm.train.lm_seats import model_weights
 
 # rates over moves that games report as a pair of 0/1 info counts, {rate: (hits, tries)}: counted for the seat
@@ -163,11 +166,6 @@ def evaluate_sharded(env, policy: LMPolicy, weights: "SeatWeights", mesh, num_ep
     (a base that does not fit one device, train/mesh.py): each device plays its share of the episodes, padded up
     to a multiple of the device count (the extra ones dropped), gathering one layer at a time. The same episodes,
     keys and results as `evaluate` on one device (tests/test_fsdp.py)."""
-    from jax.sharding import PartitionSpec as P
-
-    from jaxmarl_llm.models import fsdp
-    from jaxmarl_llm.train import mesh as mesh_lib
-
     key = jax.random.PRNGKey(0) if key is None else key
     n_dev, axes = mesh.devices.size, mesh_lib.batch_axes(mesh)
     local_n = -(-num_episodes // n_dev)  # episodes a device plays
@@ -238,12 +236,10 @@ def evaluate_trainer(config, trainer, weights: SeatWeights, num_episodes: int | 
     env = heldout_env(config, trainer.tokenizer)
     reset = enumerate_secrets(env) if hasattr(env, "reset_to") and hasattr(env, "secrets") else None
     n = num_episodes or config.eval_episodes or (int(env.secrets.shape[0]) if reset is not None else 64)
-    options = attention.compiler_options(trainer.policy.cfg.attention_backend)
-    fsdp = int((config.get("mesh") or {}).get("fsdp", 1))
-    if fsdp > 1:  # the base does not fit one device: play sharded, as the run trained
-        from jaxmarl_llm.train import mesh as mesh_lib
-
-        mesh = mesh_lib.make_mesh(config.mesh.num_devices, fsdp)
+    options = mesh_lib.compiler_options(trainer)
+    fsdp_ways = int((config.get("mesh") or {}).get("fsdp", 1))
+    if fsdp_ways > 1:  # the base does not fit one device: play sharded, as the run trained
+        mesh = mesh_lib.make_mesh(config.mesh.num_devices, fsdp_ways)
         return evaluate_sharded(env, greedy(trainer.policy), weights, mesh, n, config.num_turns, reset=reset,
                                 compiler_options=options)
     return evaluate(env, trained_actor(trainer, weights), n, config.num_turns, reset=reset, compiler_options=options)
