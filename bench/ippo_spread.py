@@ -40,9 +40,9 @@ HP = dict(lr=2.5e-4, num_envs=16, num_steps=128, epochs=4, minibatches=4, clip=0
 
 # ---- ours --------------------------------------------------------------------------------
 def run_ours(total_timesteps: int, chunk: int, config_path: str | None):
-    from jaxmarl_llm.train import mesh as mesh_lib
+    from jaxmarl_llm.parallel import mesh as mesh_lib
     from jaxmarl_llm.train import mlp_ppo
-    from jaxmarl_llm.train.cli import load_config_file
+    from jaxmarl_llm.run.cli import load_config_file
 
     if config_path:
         config = load_config_file(config_path)

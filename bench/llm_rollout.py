@@ -10,7 +10,7 @@ by `jaxmarl_llm.models.hf`), same tokenizer and board pictures as configs/tic_ta
 One iteration = play `--games` games of self-play (learner vs a frozen snapshot,
 learner's seat drawn per group of 8) to the end, then one GRPO step on the
 learner's tokens (rank-16 LoRA on all projections, Adam): on our side the config's
-4 epochs x 4 minibatches become 1 x 1 (before session 5 ours did 16 steps to the peer's one).
+4 epochs x 4 minibatches become 1 x 1, so both sides take one step per iteration.
 
   ours:  configs/tic_tac_toe.py through `mesh.sharded_chunk`: rollout (prefill + decode
          scan per turn), advantages and the update in one XLA program, `--iters` updates per call.
@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 
 from configs.tic_tac_toe import get_config  # noqa: E402
 from jaxmarl_llm.envs.text import tic_tac_toe as ttt  # noqa: E402
-from jaxmarl_llm.train.lm_setup import build_tokenizer  # noqa: E402
+from jaxmarl_llm.train.lm.setup import build_tokenizer  # noqa: E402
 
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -50,7 +50,7 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 # ---- ours -----------------------------------------------------------------------------------------
 def bench_ours(model_dir: str, games: int, iters: int) -> dict:
     from jaxmarl_llm.train import lm_rl
-    from jaxmarl_llm.train import mesh as mesh_lib
+    from jaxmarl_llm.parallel import mesh as mesh_lib
     from jaxmarl_llm.train.config import validate_lm_rl
 
     c = get_config()

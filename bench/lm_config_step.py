@@ -19,9 +19,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxmarl_llm.train import entry  # noqa: E402
-from jaxmarl_llm.train import mesh as mesh_lib  # noqa: E402
-from jaxmarl_llm.train.cli import load_config_file  # noqa: E402
+from jaxmarl_llm.run import entry  # noqa: E402
+from jaxmarl_llm.parallel import mesh as mesh_lib  # noqa: E402
+from jaxmarl_llm.run.cli import load_config_file  # noqa: E402
 
 
 def main():

@@ -5,7 +5,7 @@
 
 Runs configs/spread_mlp.py's IPPO on observations quantized to the LM's 16 levels (bench/spread_mlp_quantized.py's
 `Quantized`) with 25-step episodes and 5 minibatches, for each `epochs:updates:envs` in --runs, and prints the mean
-team return of the last 20 updates per seed and its mean over seeds (docs/benchmarks.md, issue 16: the LM at 1
+team return of the last 20 updates per seed and its mean over seeds (docs/results.md: the LM at 1
 epoch x 480 updates reaches -64.1, the MLP at the same settings -63.3).
 """
 
@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 from jaxmarl_llm.envs import registry  # noqa: E402
 from jaxmarl_llm.train import mlp_ppo  # noqa: E402
-from jaxmarl_llm.train.cli import load_config_file  # noqa: E402
+from jaxmarl_llm.run.cli import load_config_file  # noqa: E402
 from spread_mlp_quantized import ROOT, Quantized  # noqa: E402
 
 RUNS = "1:480:16,1:320:24,2:480:16,2:360:16,2:300:16,3:240:16,4:180:16"

@@ -1,6 +1,6 @@
 """DPO on the shipped arithmetic preference pairs (right vs wrong `Answer: N`), tiny from-scratch model.
 
-    python experiments/train.py --config=configs/dpo_arithmetic.py       # -> runs/dpo_arithmetic/model
+    .venv/bin/python experiments/train.py --config=configs/dpo_arithmetic.py       # -> runs/dpo_arithmetic/model
 
 Pairs: jaxmarl_llm/envs/text/data/arithmetic_pairs.jsonl (48 one-operation problems; regenerate with
 build_arithmetic_pairs.py there). Prompts are exactly what text/arithmetic shows with the env_kwargs
@@ -12,6 +12,8 @@ model, DPO proper on LoRA adapters (the reference is the base with adapters off)
 
     --config.model.checkpoint=/path/to/hf --config.tokenizer=/path/to/hf --config.train_base=False \\
     --config.sft_coef=0 --config.lr=1e-4 --config.pairs_path=/path/to/pairs.jsonl
+
+Other options: `--config.beta` (0.1), `--config.total_updates`. No measured result is recorded for this config.
 """
 
 import os

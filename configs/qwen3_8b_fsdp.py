@@ -1,29 +1,18 @@
-"""Debate (configs/debate.py's game, rule judge) on a Qwen3-8B base sharded over 8 devices: a layout for a v5e-16
+"""Debate (configs/debate.py's game, rule judge) by GRPO on a Qwen3-8B base sharded 8 ways: a layout for a v5e-16
 TPU slice or two 8-GPU H100 nodes, 16 devices as a mesh of data=2 rows x fsdp=8.
 
-    python experiments/train.py --config=configs/qwen3_8b_fsdp.py \\
+    .venv/bin/python experiments/train.py --config=configs/qwen3_8b_fsdp.py \\
         --config.model.checkpoint=/path/to/Qwen3-8B --config.tokenizer=/path/to/Qwen3-8B
 
-Run it on every host as README.md's "Run on a TPU pod / GPU cluster" says (JAXMARL_MULTIHOST=1;
+Run it on every host as docs/running.md ("TPU pods and GPU clusters") says (JAXMARL_MULTIHOST=1;
 `tpu_scripts/launch.sh` or `launch/slurm.sbatch`). The checkpoint (a local Hugging Face folder) is required: the
-placeholder below is not a folder, so the config stops at start-up until it is given. Not run here (no pod, no
-8B weights in this repository): tests/test_fsdp.py checks that it validates up to the checkpoint and that the
-table below is `memory_table()`'s.
-
-Model: Qwen3-8B (hidden 4096, 36 layers, 32 query / 8 KV heads of 128, MLP 12288, vocab 151936, untied LM head),
-8.19e9 weights, 15.26 GiB in bfloat16: more than a v5e chip's 16 GiB can hold with anything else. With
-`mesh.fsdp=8` every matrix is split 8 ways (models/fsdp.py: the embedding and LM head on the vocabulary, q/k/v/o
-and the MLP on their largest dimension) and each forward gathers one layer at a time; the two data rows hold
-the same blocks. Adapters: one shared rank-16 LoRA on all seven projections of every layer (both debaters,
-self-play) and a value head (unused by GRPO, still built), float32, replicated, with Adam.
-
-Batch: 128 debates per update = 16 groups of 8 sharing a motion (GRPO), 8 per device (data and fsdp split the
-batch, train/mesh.py): 2 LM seats each, 1664-token KV rows (capacity 1536 + a 128-token speech), 2 rounds, so each
-learning seat scores 256 action tokens. The loss runs one episode at a time (num_microbatches=8: exact
-gradient accumulation over the device's 8 episodes).
-
-Per device (jaxmarl_llm/train/memory.py `lm_rl_memory`; exact for weights, adapters, Adam and cache, an
-estimate for the activations; XLA adds buffers of its own, so keep a few GiB free):
+config stops at start-up until it is given. Seats: both debaters learn one shared rank-16 LoRA on all seven
+projections of every layer (self-play), float32 with Adam, over the frozen bfloat16 base, whose every matrix is
+split 8 ways (models/fsdp.py) and gathered one layer at a time. Batch: 128 debates an update = 16 GRPO groups of
+8, 8 per device, 1664-token KV rows, one episode's loss at a time (`num_microbatches=8`). No training result:
+there is no pod here; tests/test_fsdp.py checks the config validates up to the checkpoint and that this table is
+`memory_table()`'s. Per device (jaxmarl_llm/run/memory.py `lm_rl_memory`; activations estimated, keep a few GiB
+free for XLA's own buffers):
 
                                                       fsdp=8        fsdp=1
 base weights (sharded over fsdp)                    1.91 GiB     15.26 GiB
@@ -39,17 +28,14 @@ loss: one layer's intermediates + grads             0.79 GiB      0.79 GiB
 loss: logits at scored tokens (float32, x3)         0.87 GiB      0.87 GiB
 peak estimate: persistent + max(rollout, loss)      9.04 GiB     31.73 GiB
 
-How to read it: sharded, the base takes 1.91 GiB a device instead of 15.26, and the loss keeps each layer's
-input only (the layers are rematerialised under FSDP) instead of every intermediate: ~9 GiB at the peak, inside
-a v5e chip's 16 GiB. Whole (fsdp=1) it would not fit a v5e chip at all; on 80 GiB H100s it would, and there
-fsdp=8 buys room instead: more episodes or longer debates per device (num_envs, capacity), the KV cache being
-the next largest term. The price of sharding is traffic: each forward (a prefill chunk or one decode step)
-gathers the whole base, 7/8 of 15.26 GiB into each device, so decoding small batches is bound by the
-interconnect (ICI on TPU, NVLink inside an H100 node; a data row never spans the two nodes).
+Sharded, the peak fits a v5e chip's 16 GiB; whole, only an 80 GiB H100, where fsdp=8 buys room for more or longer
+debates (`--config.num_envs`, `--config.env_kwargs.capacity`). Each forward gathers 7/8 of the base into every
+device, so decoding small batches is bound by the interconnect (a data row stays inside one node).
+Options: `--config.mesh.fsdp`, `--config.lr`, `--config.total_episodes`.
 """
 
 from jaxmarl_llm.models.config import PRESETS
-from jaxmarl_llm.train import memory
+from jaxmarl_llm.run import memory
 from jaxmarl_llm.train.config import lm_rl_defaults
 
 CHECKPOINT = "/path/to/Qwen3-8B"  # placeholder: pass --config.model.checkpoint (and --config.tokenizer)

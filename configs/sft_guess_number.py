@@ -1,34 +1,22 @@
-"""Step 1 of the guess-the-number recipe: SFT a tiny from-scratch model on binary-search transcripts.
+"""SFT a tiny from-scratch model on binary-search transcripts: the warm start for configs/guess_number.py.
 
-    python experiments/train.py --config=configs/sft_guess_number.py             # -> runs/sft_guess_number/model
-    python experiments/train.py --config=configs/guess_number.py \\
-        --config.model.checkpoint=runs/sft_guess_number/model                      # step 2: GRPO from it
+    .venv/bin/python experiments/train.py --config=configs/sft_guess_number.py    # -> runs/sft_guess_number/model
+    .venv/bin/python experiments/train.py --config=configs/guess_number.py        # then GRPO from it
 
-A random model never emits `Guess: N`, so GRPO from scratch gets no signal: the
-warm start is needed. The teacher (train/scripted.py) bisects: 512, then the
-previous guess +- 256, 128, ..., 1 toward the answer. Two choices make the
-student learn that rule rather than memorise the tree (which reached only 45%
-on held-out secrets: the tree writes a held-out leaf only when it is the secret,
-so the student never saw those numbers as a final move):
-
-- `recover="step"`: with chance `script_noise` per turn the teacher plays a
-  random number in the interval (played, not a target), then keeps stepping
-  from it by the schedule. Every number, held-out secrets included, then shows
-  up as a target guess after some training secret, while only training secrets
-  are ever played. Recovering by the midpoint of the interval instead (the old
-  rule) is a second, harder rule the tiny model could not fit (68% even on
-  training secrets).
-- `digits=4`: guesses are zero-padded ("Guess: 0013", parsed as 13), so each
-  digit sits at a fixed place and the +- step is done digit by digit.
-
-Every weight is trained (train_base); the model is written with
-hf.save_pretrained for the RL step. Sized for 2 CPU cores: char tokenizer,
-hidden 64, 2 layers, transcripts of 384 tokens.
-
-Measured (seed 0, 2 CPU cores shared with other jobs): 16 min wall; greedy on
-the 205 held-out secrets 97.6% solved (200/205), mean 8.96 turns (the teacher's
-optimum on them is 8.96; 0.996 on the training secrets). Old teacher (plain
-numbers, midpoint recovery, 800 updates): 45.4%, 9.10 turns.
+Seat: the one guesser. The teacher (jaxmarl_llm/data/teachers.py `binary_search`) bisects: 512, then the
+previous guess +- 256, 128, ..., 1 toward the answer. Two teacher options (`script_kwargs`) make the student
+learn that rule rather than memorise the tree, so that it also solves the held-out secrets:
+- `recover="step"`: with chance `script_noise` (0.05) per turn the teacher plays a random number in the interval
+  (played, not a target), then keeps stepping from it by the schedule. Every number, held-out secrets included,
+  then shows up as a target guess, while only training secrets are played. `recover="bisect"` (back to the
+  interval's midpoint) is a second, harder rule: the tiny model fits it only to 68% on training secrets.
+- `digits=4`: guesses are zero-padded ("Guess: 0013", parsed as 13), so each digit sits at a fixed place and
+  the +- step is done digit by digit.
+Every weight trains (train_base); char tokenizer, hidden 64, 2 layers, 384-token transcripts; 1200 updates x 16
+games, lr 3e-3. The model is written with hf.save_pretrained for the RL step.
+Measured (seed 0, 2 CPU cores shared with other jobs): 16 min wall; greedy on the 205 held-out secrets 97.6%
+solved (200/205), mean 8.96 turns (the teacher's optimum on them: 8.96); 0.996 on the training secrets.
+Options: `--config.script_noise`, `--config.script_kwargs`, `--config.total_episodes`, `--config.lr`.
 """
 
 from jaxmarl_llm.train.config import sft_defaults

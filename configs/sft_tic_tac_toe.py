@@ -1,39 +1,24 @@
-"""The tic-tac-toe recipe: SFT a small from-scratch model on minimax self-play transcripts, in two stages.
+"""SFT a small from-scratch model on minimax self-play transcripts, in two stages: the warm start for tic_tac_toe.py.
 
-    python experiments/train.py --config=configs/sft_tic_tac_toe.py          # stage 1 -> runs/sft_tic_tac_toe/model
-    python experiments/train.py --config=configs/sft_tic_tac_toe.py:polish   # stage 2 -> runs/sft_tic_tac_toe_polish/model
-    python experiments/eval.py --config=configs/tic_tac_toe.py \
+    .venv/bin/python experiments/train.py --config=configs/sft_tic_tac_toe.py          # stage 1
+    .venv/bin/python experiments/train.py --config=configs/sft_tic_tac_toe.py:polish   # stage 2, from stage 1
+    .venv/bin/python experiments/eval.py --config=configs/tic_tac_toe.py \\
         --config.model.checkpoint=runs/sft_tic_tac_toe_polish/model --opponent=minimax --episodes=400
-    (and --opponent=random; greedy, half the games in each seat)
 
-A random model never writes a legal `Move: N`, so RL from scratch gets no
-signal: the warm start is needed. The teacher (train/scripted.py,
-`minimax_selfplay`) plays both seats with exact minimax, breaking ties by the
-lowest cell (`tie_break="first"`: every target is a function of the board, so
-the loss can reach zero; a random tie-break leaves ~0.9 nats a move of pure
-noise); with probability `script_noise` = 0.5 a move is uniformly random
-instead, played but not a target, so the student sees the positions a random
-opponent (or its own slip) leads to and learns minimax's answer there. Both
-seats' moves are targets: one model plays X or O (the seat is in the prompt).
-Every weight is trained (train_base); the model is written with hf.save_pretrained.
-
-What made it learn (2 CPU cores): boards drawn `tagged` (`X5`, not `X`) and
-read with the `word` tokenizer (one id per cell, a 9-move game in 344 tokens
-instead of 523 characters). With attention under RoPE a value carries no
-position, so a plain `X` told the model nothing about where it stood; the old
-character-level setup (64 wide, 400 updates) stayed at a uniform move digit
-(~0.25 nats/token from update 50 on, 67% of games lost to its own illegal move).
-
-Measured, idle-ish 2-core box (greedy, 400 games against each opponent, half per seat):
-    stage 1 (1000 updates x 16 games, lr 3e-3, 21 min): move accuracy 0.89 on the
-      teacher's noisy positions; against random: loses 11.5% (X 4%, O 19%), illegal
-      0.7%; against minimax: draws 80.7% (X 100%, O 61.5%).
-    stage 2 (1000 more at lr 1e-3, 19 min): move accuracy 0.98; against random: loses
-      4.3% (X 1%, O 7.5%), wins 82.8%, illegal 0%; against minimax: draws 91.0% (X 100%,
-      O 82%), illegal 0%. The target (lose <= 5% against random, draw >= 80% against
-      minimax) is met; tests/test_sft.py has the recipe as a `slow` test.
-Model: hidden 128, 2 layers, 4 heads (2 kv), head_dim 32; max_position_embeddings
-512 >= capacity 384 + 8 + 8 (configs/tic_tac_toe.py's RL capacity).
+Teacher: jaxmarl_llm/data/teachers.py `minimax_selfplay` plays both seats with exact minimax, ties broken by the
+lowest cell (`tie_break="first"`: every target is a function of the board, so the loss can reach zero); with
+probability `script_noise=0.5` a move is uniformly random, played but not a target, so the student learns
+minimax's answer in the positions a random opponent (or its own slip) leads to. Both seats' moves are targets:
+one model plays X or O (the seat is in the prompt). Boards are `tagged` (`X5`, one word token per cell: under
+RoPE attention a bare `X` says nothing about where it stands). Every weight trains; hidden 128, 2 layers, 4 heads
+(2 kv), head_dim 32, max_position_embeddings 512 >= capacity 384 + 16 (configs/tic_tac_toe.py's RL capacity).
+Stage 1: 1000 updates x 16 games at lr 3e-3; stage 2 (`:polish`): 1000 more from stage 1's model at lr 1e-3.
+Measured (idle-ish 2-core box, greedy, 400 games against each opponent, half in each seat; eval.py also takes
+`--opponent=random`):
+  stage 1 (21 min): move accuracy 0.89; loses 11.5% against random, draws 80.7% against minimax;
+  stage 2 (19 min): move accuracy 0.98; loses 4.3% against random (X 1%, O 7.5%; wins 82.8%), draws 91.0%
+  against minimax (X 100%, O 82%), no illegal move. That meets the target (lose <= 5% against random, draw
+  >= 80% against minimax); tests/test_sft.py runs the recipe as a `slow` test.
 """
 
 from jaxmarl_llm.train.config import sft_defaults

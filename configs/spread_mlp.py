@@ -1,15 +1,16 @@
-"""IPPO with MLP policies on MPE simple_spread (N=3), tuned for 2 CPU cores.
+"""IPPO with MLP policies on MPE simple_spread (N=3), sized for 2 CPU cores.
 
-Starts from JaxMARL's IPPO-FF hyper-parameters (`mlp_ppo_defaults`) and
-changes three things, found with experiments/sweep.py (docs/benchmarks.md):
-  - 64 envs x 64 steps (4096 steps per update, 2x JaxMARL's 2048): lower-variance
-    updates at the same compute per env step;
-  - 2 minibatches of 2048 steps (32 steps x 64 envs), as big as JaxMARL's;
-  - lr 1e-3 (4x): the bigger batch tolerates it. Not more: at 1.5e-3 and above
-    some seeds collapse early (entropy falls, agents drift off and the team return
-    sinks below the random policy's -80): 3 of 8 seeds at 1.5e-3, 2 of 4 at 2e-3, 1 of 4 at 3e-3,
-    0 of 12 at 1e-3 (400k-step vmapped sweeps, docs/benchmarks.md).
-Team return passes -61 after ~0.3M env steps and reaches about -47 at 3M.
+Seats: the 3 agents learn, one shared network; each agent's critic reads its own observation (IPPO).
+JaxMARL's IPPO-FF hyper-parameters (`mlp_ppo_defaults`) with three changes: 64 envs x 64 steps (4096 steps an
+update), 2 minibatches of 2048 steps, lr 1e-3. Higher learning rates are unstable: from 1.5e-3 on some seeds
+collapse below the random policy's -80 (docs/results.md has the sweep).
+
+    .venv/bin/python experiments/train.py --config=configs/spread_mlp.py
+
+Measured (seed 0, the project's 2-core CPU box): the team return (the sum of the agents' returns) passes -61
+after ~0.3M env steps and reaches about -47 at 3M (JaxMARL's own IPPO: about -61 after 10M).
+Options: `--config.critic.kind=mappo` (one critic on the world state), `--config.lr`, `--config.num_envs`,
+`--config.total_timesteps`, `--config.seed`.
 """
 
 from jaxmarl_llm.train.config import mlp_ppo_defaults

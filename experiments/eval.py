@@ -35,9 +35,11 @@ from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from jaxmarl_llm.models import attention  # noqa: E402
-from jaxmarl_llm.train import lm_rl, play, trainers  # noqa: E402
-from jaxmarl_llm.train.checkpoints import Checkpoints  # noqa: E402
-from jaxmarl_llm.train.cli import check_overrides, main_guard, order_cpu_collectives  # noqa: E402
+from jaxmarl_llm.evaluation import play  # noqa: E402
+from jaxmarl_llm.run import trainers  # noqa: E402
+from jaxmarl_llm.train import lm_rl  # noqa: E402
+from jaxmarl_llm.run.checkpoints import Checkpoints  # noqa: E402
+from jaxmarl_llm.run.cli import check_overrides, main_guard, order_cpu_collectives  # noqa: E402
 from jaxmarl_llm.train.config import validate_lm_rl  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file (an lm_rl config).", lock_config=True)

@@ -14,10 +14,10 @@ import ml_collections  # noqa: E402
 from absl import app, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from jaxmarl_llm.train import entry  # noqa: E402
-from jaxmarl_llm.train.errors import ConfigError  # noqa: E402
-from jaxmarl_llm.train.cli import check_overrides, main_guard, maybe_init_distributed  # noqa: E402
-from jaxmarl_llm.train.sweep import format_table, make_grid, parse_values, run_sweep  # noqa: E402
+from jaxmarl_llm.run import entry  # noqa: E402
+from jaxmarl_llm.errors import ConfigError  # noqa: E402
+from jaxmarl_llm.run.cli import check_overrides, main_guard, maybe_init_distributed  # noqa: E402
+from jaxmarl_llm.run.sweep import format_table, make_grid, parse_values, run_sweep  # noqa: E402
 
 _SWEEPABLE = ("lr", "clip_eps", "ent_coef", "vf_coef", "gamma", "gae_lambda", "max_grad_norm", "kl_coef",
               "weight_decay", "beta", "label_smoothing", "sft_coef",  # beta .. sft_coef: DPO

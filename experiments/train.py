@@ -14,10 +14,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from jaxmarl_llm.train import multihost  # noqa: E402
-from jaxmarl_llm.train.cli import (check_overrides, main_guard, maybe_init_distributed,  # noqa: E402
+from jaxmarl_llm.parallel import multihost  # noqa: E402
+from jaxmarl_llm.run.cli import (check_overrides, main_guard, maybe_init_distributed,  # noqa: E402
                                   order_cpu_collectives)
-from jaxmarl_llm.train.entry import train_from_config  # noqa: E402
+from jaxmarl_llm.run.entry import train_from_config  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file.", lock_config=True)
 

@@ -16,7 +16,7 @@ import tempfile
 DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
 FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
 
-# ordered collectives: train/cli.py CPU_ORDERED_COLLECTIVES_FLAG (fsdp programs deadlock without it on XLA:CPU),
+# ordered collectives: run/cli.py CPU_ORDERED_COLLECTIVES_FLAG (fsdp programs deadlock without it on XLA:CPU),
 # written out here: importing the package would import jax before these variables are set
 ORDERED_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 os.environ.setdefault("XLA_FLAGS", f"{DEVICES_FLAG} {FAST_COMPILE_FLAG} {ORDERED_FLAG}")

@@ -31,7 +31,7 @@ def assert_resumed_identically(full: dict, resumed: dict, out_dir: str, metric: 
     import jax
     import numpy as np
 
-    from jaxmarl_llm.train.metrics_log import read_csv
+    from jaxmarl_llm.run.metrics_log import read_csv
 
     for a, b in zip(jax.tree.leaves(full["state"]), jax.tree.leaves(resumed["state"])):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -363,8 +363,10 @@ def tic_tac_toe_update(backend: str) -> dict[str, float]:
     its metrics. Module level: tests run it in a child process."""
     import os
 
-    from jaxmarl_llm.train import entry, mesh as mesh_lib
-    from jaxmarl_llm.train.cli import load_config_file
+    from jaxmarl_llm.parallel import mesh as mesh_lib
+
+    from jaxmarl_llm.run import entry
+    from jaxmarl_llm.run.cli import load_config_file
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     c = load_config_file(os.path.join(root, "configs", "tic_tac_toe.py:scratch"))
@@ -380,7 +382,7 @@ def tic_tac_toe_update(backend: str) -> dict[str, float]:
 
 
 def test_tic_tac_toe_update_runs_on_pallas_and_equals_xla():
-    """The CLI path of issue 19's open crash: jaxlib 0.10.2's XLA:CPU segfaulted in a YNNPACK transpose running this
+    """The CLI path that jaxlib 0.10.2's XLA:CPU crashes without the compiler options: it segfaults in a YNNPACK transpose running this
     update with the interpreted kernels (models/attention.CPU_INTERPRET_OPTIONS turns those fusions off for such
     programs). The pallas run goes in a child process, so a crash fails this test instead of killing the worker;
     its metrics (returns, losses, gradient norm) equal the "xla" run's."""

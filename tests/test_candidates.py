@@ -13,10 +13,11 @@ from jaxmarl_llm.models.transformer import init_params
 from jaxmarl_llm.policies import candidates as cand_lib
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.models.sampling import SamplingConfig
-from jaxmarl_llm.train import lm_rl, lm_seats
+from jaxmarl_llm.train import lm_rl
+from jaxmarl_llm.train.lm import seats as lm_seats
 from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
-from jaxmarl_llm.train.errors import ConfigError
-from jaxmarl_llm.train.lm_scoring import episode_seqs, score
+from jaxmarl_llm.errors import ConfigError
+from jaxmarl_llm.train.lm.scoring import episode_seqs, score
 
 V, M, EOS = 11, 6, 1
 
@@ -228,7 +229,7 @@ def test_constrained_actions_need_an_env_that_lists_replies():
 def test_constrained_spread_on_eight_devices_matches_one():
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 forced host devices (conftest)")
-    from jaxmarl_llm.train import mesh as mesh_lib
+    from jaxmarl_llm.parallel import mesh as mesh_lib
 
     outs = []
     for n in (1, 8):
@@ -248,7 +249,7 @@ def test_constrained_spread_on_eight_devices_matches_one():
 def _state_mask_games():
     """tic-tac-toe played by an untrained constrained policy in both seats, 32 games each: evaluate.play with the
     env's mask, play.make_match with it, and evaluate.play with the mask replaced by "every cell"."""
-    from jaxmarl_llm.train import evaluate, play
+    from jaxmarl_llm.evaluation import evaluate, play
 
     trainer = lm_rl.make_train(_game_config("tic_tac_toe", "constrained"))
     env, policy = trainer.env, trainer.policy
@@ -406,7 +407,7 @@ class _FourWords:
 
 def _four_words_curve(updates: int) -> np.ndarray:
     """GRPO of a constrained questioner (a random tiny model) against the frozen base as answerer: success per update."""
-    from jaxmarl_llm.train.lm_setup import build_tokenizer
+    from jaxmarl_llm.train.lm.setup import build_tokenizer
 
     c = lm_rl_defaults()
     c.env_name, c.tokenizer = "text/twenty_questions", "word"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from configs import spread_mlp
-from jaxmarl_llm.train import mesh as mesh_lib
+from jaxmarl_llm.parallel import mesh as mesh_lib
 from jaxmarl_llm.train import mlp_ppo
 
 

@@ -1,4 +1,4 @@
-"""Debate with a trained LM judge (issue 17): restricted replies per seat, the rule-judging teacher, the judge's
+"""Debate with a trained LM judge: restricted replies per seat, the rule-judging teacher, the judge's
 agreement with the rule judge through the info counts, an SFT judge that learns the rule, debaters that learn
 by RL to say what the judge credits."""
 
@@ -11,13 +11,14 @@ import pytest
 
 from jaxmarl_llm.envs import registry
 from jaxmarl_llm.envs.text.debate import ARGUMENTS
-from jaxmarl_llm.train import evaluate, scripted
+from jaxmarl_llm.data import teachers
+from jaxmarl_llm.evaluation import evaluate
 
 KW = {"rounds": 2, "capacity": 224, "max_action_tokens": 26}
 
 
 def _env(judge: str = "lm"):
-    from jaxmarl_llm.train.lm_setup import build_tokenizer
+    from jaxmarl_llm.train.lm.setup import build_tokenizer
 
     kw = {"judge": judge, **KW}
     return registry.make("text/debate", tokenizer=build_tokenizer("word", "text/debate", kw), **kw)
@@ -54,7 +55,7 @@ def test_marker_debater_judges_as_the_rule_and_counts_agreement_and_markers():
     judge_agreement 1 for it and 0.5-ish for a coin; markers_per_speech equals a brute-force count."""
     env = _env()
     keys = jax.random.split(jax.random.PRNGKey(0), 256)
-    info, targets, markers = jax.jit(jax.vmap(lambda k: _play(env, scripted.marker_debater(env, noise=1.0), k)))(keys)
+    info, targets, markers = jax.jit(jax.vmap(lambda k: _play(env, teachers.marker_debater(env, noise=1.0), k)))(keys)
     rule = np.asarray(jax.vmap(env.rule_verdict)(markers))  # [N]
     verdict = np.asarray(info["verdict"][:, -1, 2])
     decided = rule >= 0
@@ -70,7 +71,7 @@ def test_marker_debater_judges_as_the_rule_and_counts_agreement_and_markers():
     spoke, new = np.asarray(info["spoke"][..., 0]), np.asarray(info["new_markers"][..., 0])  # [N, T]
     assert (spoke.sum(-1) == 4).all() and (new.sum(-1) == np.asarray(markers).sum((-1, -2))).all()
     # a judge that names a random winner agrees about half the time
-    coin = scripted.Script(lambda s: jnp.zeros((), jnp.int32),
+    coin = teachers.Script(lambda s: jnp.zeros((), jnp.int32),
                            lambda k, m, s: (env.random_action(k, s), jnp.ones((3,), bool), m))
     info, _, _ = jax.jit(jax.vmap(lambda k: _play(env, coin, k)))(keys)
     rate = evaluate.ratio_rates({k: np.asarray(info[k][:, -1, 2]).sum() for k in ("judged", "judge_agrees")})
@@ -80,7 +81,7 @@ def test_marker_debater_judges_as_the_rule_and_counts_agreement_and_markers():
 def test_greedy_marker_debater_says_the_richest_new_argument():
     """Greedy (noise 0), each debater's two speeches use 6 markers (the two 3-marker arguments): the best score."""
     env = _env("rule")
-    info, targets, markers = jax.jit(lambda k: _play(env, scripted.marker_debater(env), k, 4))(jax.random.PRNGKey(1))
+    info, targets, markers = jax.jit(lambda k: _play(env, teachers.marker_debater(env), k, 4))(jax.random.PRNGKey(1))
     assert np.asarray(markers).sum(-1).tolist() == [6, 6]
     assert np.asarray(targets).sum() == 4
 
@@ -117,7 +118,7 @@ def test_debate_trained_judge_config_builds(variant):
     from configs import debate
     from jaxmarl_llm.train.config import validate_lm_rl
 
-    from jaxmarl_llm.train.errors import ConfigError
+    from jaxmarl_llm.errors import ConfigError
 
     c = debate.get_config(variant)
     c.mesh.num_devices = 1

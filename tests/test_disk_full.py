@@ -1,4 +1,4 @@
-"""A full disk (issue 18, item 5): the run stops with one line naming what it could not write, the update and the
+"""A full disk: the run stops with one line naming what it could not write, the update and the
 last complete checkpoint; nothing of the run is lost, and a resume once there is space ends where an uninterrupted
 run ends. --verbose / JAXMARL_VERBOSE=1 shows the traceback behind the line."""
 
@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
-from jaxmarl_llm.train import checkpoints as checkpoints_lib
-from jaxmarl_llm.train.cli import main_guard
-from jaxmarl_llm.train.errors import DiskFullError, no_space_cause
-from jaxmarl_llm.train.metrics_log import MetricsLog, read_csv
+from jaxmarl_llm.run import checkpoints as checkpoints_lib
+from jaxmarl_llm.run.cli import main_guard
+from jaxmarl_llm.errors import DiskFullError, no_space_cause
+from jaxmarl_llm.run.metrics_log import MetricsLog, read_csv
 from test_run_safety import SPREAD_MLP, TRAIN, _run_config, _snapshot, _train
 
-# what orbax 0.12 raised in the caller when tensorstore's write found a 200 KB tmpfs full (recorded in session 14)
+# what orbax 0.12 raised in the caller when tensorstore's write found a 200 KB tmpfs full
 TENSORSTORE = ('RESOURCE_EXHAUSTED: Error writing "opt_state.1.0.nu.actor.net.layers.0.bias.value/0" in OCDBT database '
                'at local file "/r/checkpoints/100.orbax-checkpoint-tmp/default.orbax-checkpoint-tmp/ocdbt.process_0/": '
                'Failed writing: "/r/checkpoints/100.orbax-checkpoint-tmp/default.orbax-checkpoint-tmp/ocdbt.process_0/'
@@ -53,7 +53,7 @@ def test_other_errors_are_not_a_full_disk(err):
 
 
 class _Disk:
-    """shutil.disk_usage for train/checkpoints.py: plenty of space until `full` is set."""
+    """shutil.disk_usage for run/checkpoints.py: plenty of space until `full` is set."""
 
     def __init__(self):
         self.full = False

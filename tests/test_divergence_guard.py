@@ -1,4 +1,4 @@
-"""A run that diverges without a NaN stops (issue 18, item 3): past a `config.stop` bound (the trained parameters'
+"""A run that diverges without a NaN stops: past a `config.stop` bound (the trained parameters'
 norm growth, approx_kl, value_loss) or at a non-finite metric the runner writes the metrics up to that update, saves
 no checkpoint of the diverged chunk (the earlier ones stay byte for byte), and raises DivergenceError naming the
 metric, the update and the last checkpoint kept; the command line prints that one line and exits with status 3.
@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from jaxmarl_llm.train.cli import main_guard
+from jaxmarl_llm.run.cli import main_guard
 from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, sft_defaults,
                                       validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft)
-from jaxmarl_llm.train.errors import DivergenceError
-from jaxmarl_llm.train.mesh import sharded_chunk
-from jaxmarl_llm.train.metrics_log import read_csv
-from jaxmarl_llm.train.runner import global_norm, run_training
+from jaxmarl_llm.errors import DivergenceError
+from jaxmarl_llm.parallel.mesh import sharded_chunk
+from jaxmarl_llm.run.metrics_log import read_csv
+from jaxmarl_llm.run.runner import global_norm, run_training
 from test_run_safety import SPREAD_MLP, _cli, _run_config, _snapshot
 
 NEVER = 10**9

@@ -20,9 +20,10 @@ from jaxmarl_llm.envs.text.datasets import DATA_DIR
 from jaxmarl_llm.models.hf import load_pretrained
 from jaxmarl_llm.models.transformer import forward
 from jaxmarl_llm.tokenizers import CharTokenizer
-from jaxmarl_llm.train import dpo, entry
+from jaxmarl_llm.run import entry
+from jaxmarl_llm.train import dpo
 from jaxmarl_llm.train.config import ConfigError, dpo_defaults, validate_dpo
-from jaxmarl_llm.train.runner import run_training
+from jaxmarl_llm.run.runner import run_training
 from killing import Killed, assert_resumed_identically, dying_after
 
 PAIRS = os.path.join(DATA_DIR, "arithmetic_pairs.jsonl")
@@ -226,7 +227,7 @@ def test_killed_run_resumes_to_identical_results_and_exports(tmp_path):
 def test_eight_devices_match_one():
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 forced host devices (conftest)")
-    from jaxmarl_llm.train import mesh as mesh_lib
+    from jaxmarl_llm.parallel import mesh as mesh_lib
 
     outs = []
     for n in (1, 8):

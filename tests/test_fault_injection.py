@@ -1,4 +1,4 @@
-"""kill -9 at random points (issue 18): a run killed ten times, each time resumed, ends bit-identical to a run
+"""kill -9 at random points: a run killed ten times, each time resumed, ends bit-identical to a run
 that was never interrupted: every metric of every update, and every array of the final checkpoint (parameters,
 optimizer, environments, key).
 
@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from jaxmarl_llm.train.metrics_log import read_csv
+from jaxmarl_llm.run.metrics_log import read_csv
 from test_run_safety import SPREAD_MLP, TRAIN
 
 KILLS = 10

@@ -22,8 +22,9 @@ from jaxmarl_llm.models import config as model_config, fsdp
 from jaxmarl_llm.models.lora import LoraConfig, init_lora
 from jaxmarl_llm.models.sampling import generate
 from jaxmarl_llm.models.transformer import forward, init_params, num_bytes, param_shapes
-from jaxmarl_llm.train import lm_rl, mesh as mesh_lib
-from jaxmarl_llm.train.lm_setup import build_tokenizer
+from jaxmarl_llm.parallel import mesh as mesh_lib
+from jaxmarl_llm.train import lm_rl
+from jaxmarl_llm.train.lm.setup import build_tokenizer
 from jaxmarl_llm.train.config import ConfigError, dpo_defaults, lm_rl_defaults, sft_defaults, validate_lm_rl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -294,13 +295,13 @@ def test_sft_and_dpo_on_a_sharded_base_match_one_device(make_config, kind):
 
 
 def test_held_out_evaluation_on_a_sharded_base_plays_the_same_games_as_one_device():
-    """eval_episodes > 0 with mesh.fsdp > 1: `evaluate_trainer` plays sharded (train/evaluate.py evaluate_sharded),
+    """eval_episodes > 0 with mesh.fsdp > 1: `evaluate_trainer` plays sharded (evaluation/evaluate.py evaluate_sharded),
     13 held-out secrets of configs/guess_number.py:scratch (constrained guesses: every move is a number) over 8
     devices (padded to 16, the extra dropped); with random adapters, the same results as the whole base on one
     device."""
     _need_eight()
-    from jaxmarl_llm.train import entry, trainers
-    from jaxmarl_llm.train.cli import load_config_file
+    from jaxmarl_llm.run import entry, trainers
+    from jaxmarl_llm.run.cli import load_config_file
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     results = []
@@ -324,11 +325,11 @@ def test_held_out_evaluation_on_a_sharded_base_plays_the_same_games_as_one_devic
 def test_cli_sft_on_a_sharded_base_runs_a_chunk_of_several_updates(tmp_path):
     """experiments/train.py, LoRA SFT of configs/sft_guess_number.py at mesh.fsdp=4 on 8 host devices, its 4 updates
     in one chunk: XLA:CPU deadlocked there (an fsdp group's all-gather against an all-device all-reduce, run in
-    different orders) until the CLI orders the collectives (train/cli.py order_cpu_collectives). A child process
+    different orders) until the CLI orders the collectives (run/cli.py order_cpu_collectives). A child process
     with only the device flag, as a user runs it."""
     import subprocess
 
-    from jaxmarl_llm.train.cli import CPU_ORDERED_COLLECTIVES_FLAG, order_cpu_collectives
+    from jaxmarl_llm.run.cli import CPU_ORDERED_COLLECTIVES_FLAG, order_cpu_collectives
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}

@@ -1,6 +1,6 @@
 """Golden runs: the first 3 updates of each LM trainer kind must keep their numbers.
 
-Recorded before the LM trainer was reshaped into small modules (issue 15), so a
+Recorded from the trainers as they stand, so a
 refactor that changes what a trainer computes fails here: every metric of
 updates 1-3 and a checksum of every trainable leaf (sum, sum of squares and a
 sha256 of the bytes) per configuration:
@@ -128,14 +128,14 @@ def _checksum(tree) -> dict:
 def run_golden(name: str, config) -> dict:
     """The metrics of the first UPDATES updates (through the trainer's real sharded chunk on one device) and the
     trainable checksum after them."""
-    from jaxmarl_llm.train import entry
-    from jaxmarl_llm.train import mesh as mesh_lib
+    from jaxmarl_llm.run import entry
+    from jaxmarl_llm.parallel import mesh as mesh_lib
 
     if config.env_name == CHARCLASS:
         from test_lm_rl import CharClassGame
 
         from jaxmarl_llm.train import lm_rl
-        from jaxmarl_llm.train.lm_setup import build_tokenizer
+        from jaxmarl_llm.train.lm.setup import build_tokenizer
 
         config = config.copy_and_resolve_references()
         config.env_name = "text/guess_number"  # unused: the env is passed in
@@ -153,7 +153,7 @@ def run_golden(name: str, config) -> dict:
     return {"metrics": metrics, "trainable": _checksum(trainable)}
 
 
-# Relative tolerance. The same code on two x86 CPUs (session 15's and an AMD EPYC, both under level 0) rounds
+# Relative tolerance. The same code on two x86 CPUs (an Intel Xeon and an AMD EPYC, both under level 0) rounds
 # differently by up to ~2e-6 after 3 updates (vector widths differ), so 1e-5: a change in what a trainer
 # computes moves these numbers far more.
 TOL = 1e-5

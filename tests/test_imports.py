@@ -179,3 +179,76 @@ if __name__ == "__main__":  # print the circles (and every module caught in them
     g = import_graph()
     for k in tangles(g):
         print(" -> ".join(_circle_in(k, g)), "  |", ", ".join(sorted(k)))
+
+
+# The house, top floor first: a room may import its own room and rooms on lower floors, never a room on its own
+# floor or above (rooms on one floor know nothing of each other). A room is a folder under jaxmarl_llm (train's
+# sub-folders are rooms of their own); FLOOR_OF_MODULE places the package's top-level modules.
+FLOORS = (
+    ("run",),                      # the machinery that runs any trainer: entry, TRAINERS, runner, checkpoints, cli
+    ("train",),                    # what a researcher forks: lm_rl, mlp_ppo, sft, dpo, optim
+    ("train.config",),             # defaults and start-up checks per trainer
+    ("train.lm",),                 # the LM trainer's parts: plan, seats, rollout, scoring, setup, weights
+    ("data",),                     # scripted teachers, transcript collection, JSONL files
+    ("evaluation",),               # held-out evaluation, matches against built-in players
+    ("parallel", "policies"),      # mesh and multi-host; what an agent is
+    ("envs", "algos", "models"),   # environments, pure losses, models: none knows the others
+    ("errors", "tokenizers"),      # leaves
+)
+TRAINER_MODULES = ("lm_rl", "mlp_ppo", "sft", "dpo")
+
+
+def room_of(module: str) -> str | None:
+    """'jaxmarl_llm.train.lm.rollout' -> 'train.lm'; the package itself -> None."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return None
+    if len(parts) >= 2 and parts[0] == "train" and f"train.{parts[1]}" in _FLOOR:
+        return f"train.{parts[1]}"
+    return parts[0]
+
+
+_FLOOR = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """'a -> b (why)' for every import of a room on the importer's floor or above (package __init__ files without
+    imports of their own, run only as ancestors, are not edges)."""
+    bad = []
+    for module, deps in sorted(graph.items()):
+        src = room_of(module)
+        for dep in sorted(deps):
+            dst = room_of(dep)
+            if src is None or dst is None or src == dst or (module.startswith(dep + ".") and not graph.get(dep)):
+                continue
+            if src not in _FLOOR or dst not in _FLOOR:
+                bad.append(f"{module} -> {dep} (room {src if src not in _FLOOR else dst} is on no floor: add it)")
+            elif _FLOOR[dst] <= _FLOOR[src]:
+                bad.append(f"{module} -> {dep} ({dst} is {'on the same floor as' if _FLOOR[dst] == _FLOOR[src] else 'above'} {src})")
+    return bad
+
+
+def test_floor_checker_finds_an_upward_import():
+    graph = {"jaxmarl_llm.models.lora": {"jaxmarl_llm.train.lm_rl"}, "jaxmarl_llm.train.lm_rl": set(),
+             "jaxmarl_llm.envs.core": {"jaxmarl_llm.algos.gae"}, "jaxmarl_llm.algos.gae": set(),
+             "jaxmarl_llm.train.lm.rollout": {"jaxmarl_llm.train", "jaxmarl_llm.policies.lm_policy"},
+             "jaxmarl_llm.train": set(), "jaxmarl_llm.policies.lm_policy": set()}
+    assert upward_imports(graph) == [
+        "jaxmarl_llm.envs.core -> jaxmarl_llm.algos.gae (algos is on the same floor as envs)",
+        "jaxmarl_llm.models.lora -> jaxmarl_llm.train.lm_rl (train is above models)"]
+
+
+def test_imports_only_go_down():
+    graph = import_graph()
+    rooms = {room_of(m) for m in graph} - {None}
+    assert rooms <= set(_FLOOR), f"rooms on no floor: {sorted(rooms - set(_FLOOR))} (add them to FLOORS)"
+    bad = upward_imports(graph)
+    assert not bad, "imports that go up or sideways:\n" + "\n".join(bad)
+
+
+def test_no_trainer_imports_another():
+    graph = import_graph()
+    trainers = {f"{PACKAGE}.train.{name}" for name in TRAINER_MODULES}
+    assert trainers <= set(graph)
+    bad = [f"{t} -> {d}" for t in sorted(trainers) for d in sorted(graph[t] & trainers)]
+    assert not bad, "a trainer imports another trainer (move what they share to train/lm or optim):\n" + "\n".join(bad)

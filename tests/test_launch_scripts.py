@@ -354,7 +354,7 @@ def test_multinode_prints_every_nodes_command(env):
 def test_multinode_starts_train_py_with_what_cli_reads(env, tmp_path):
     """Without --dry-run: the process gets the group in the variables cli.distributed_settings turns into
     jax.distributed.initialize's arguments."""
-    from jaxmarl_llm.train import cli
+    from jaxmarl_llm.run import cli
 
     record = tmp_path / "record"
     fake_python = tmp_path / "python"

@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from jaxmarl_llm.train import entry
-from jaxmarl_llm.train.cli import load_config_file
-from jaxmarl_llm.train.metrics_log import read_csv
+from jaxmarl_llm.run import entry
+from jaxmarl_llm.run.cli import load_config_file
+from jaxmarl_llm.run.metrics_log import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -125,11 +125,11 @@ def test_arithmetic_warm_start_gives_grpo_signal(tmp_path):
 
 
 def test_exact_answer_teacher_solves_every_problem():
-    """train/scripted.py's arithmetic teacher (the SFT warm start): right answers are targets, noise moves are not."""
+    """data/teachers.py's arithmetic teacher (the SFT warm start): right answers are targets, noise moves are not."""
     import jax
 
     from jaxmarl_llm.envs import registry
-    from jaxmarl_llm.train.scripted import make_script
+    from jaxmarl_llm.data.teachers import make_script
 
     env = registry.make("text/arithmetic", num_agents=2, num_ops=2, max_operand=9)
     keys = jax.random.split(jax.random.PRNGKey(0), 64)
@@ -175,7 +175,7 @@ def test_tag_lm_roles_are_two_adapters_on_one_base(tmp_path):
     ((0, 0, 1), (), "each of the 4 agents"), ((0, 0, 0, 2), (), "without gaps"), ((0, 0, 0, 1), (3,), "either"),
 ])
 def test_adapter_of_agent_errors_name_the_key(groups, frozen, match):
-    from jaxmarl_llm.train.errors import ConfigError
+    from jaxmarl_llm.errors import ConfigError
 
     config = load_config_file(os.path.join(ROOT, "configs", "tag.py:lm"))
     config.mesh.num_devices = 1
@@ -188,7 +188,7 @@ def _shipped_run(spec: str, **overrides):
     """A shipped config on one device as experiments/train.py runs it: (config, trainer, state, chunk step)."""
     import jax
 
-    from jaxmarl_llm.train import mesh as mesh_lib
+    from jaxmarl_llm.parallel import mesh as mesh_lib
 
     config = load_config_file(os.path.join(ROOT, "configs", spec))
     config.mesh.num_devices = 1
@@ -245,8 +245,7 @@ def test_spread_lm_learns_by_rl_from_a_random_model():
     """configs/spread.py as shipped (a random tiny model, constrained moves, PPO, seed 0), its first 200 updates
     run as experiments/train.py runs them (chunks of `run.updates_per_chunk`): the team return's mean over
     updates 181-200 is at least 10 above its mean over the first 10 (about -84: the untrained model's biased
-    moves; uniform random moves score -80). Measured: -84.1 -> -66.8. ~1.5 min on 2 idle cores (AMD EPYC,
-    session 16)."""
+    moves; uniform random moves score -80). Measured: -84.1 -> -66.8. ~1.5 min on 2 idle cores (AMD EPYC)."""
     import numpy as np
 
     from fresh_process import run_optimized
@@ -263,7 +262,7 @@ def test_tic_tac_toe_losses_to_random_fall_by_rl_from_a_random_model():
     built-in players, no SFT) as shipped, its first 500 of 3000 updates: the greedy policy's loss rate against
     the random player (400 games, half in each seat), from the run's own in-graph evaluation, falls from ~0.46
     after update 1 to <= 0.2 at update 500 (measured: 0.457 -> 0.22 (250) -> 0.125; the whole run reaches 0.02,
-    docs/benchmarks.md)."""
+    docs/results.md)."""
     import numpy as np
 
     config, trainer, state, step = _shipped_run("tic_tac_toe.py:scratch")
@@ -281,9 +280,9 @@ def test_tic_tac_toe_scratch_adapters_can_represent_minimax_moves():
     """Why RL plateaued was not capacity: the same adapters over the same frozen random base as
     configs/tic_tac_toe.py:scratch (here with history=False observations), trained by cross-entropy on minimax's
     best move in random positions (256 a step, Adam 3e-3, legal-move candidates), choose a best move in >= 90%
-    of held-out positions within 150 steps (measured: 0.57 at step 0, 0.93 at 150, 0.99 at 400). Session 13's RL
-    settings plateaued near 16-24% losses against random; the shipped ones (lr 1e-3 annealed, an entropy bonus,
-    3000 updates) reach 2% (docs/benchmarks.md)."""
+    of held-out positions within 150 steps (measured: 0.57 at step 0, 0.93 at 150, 0.99 at 400). RL at a constant lr
+    without an entropy bonus plateaus near 16-24% losses against random; the shipped settings (lr 1e-3 annealed,
+    an entropy bonus, 3000 updates) reach 2% (docs/results.md)."""
     import jax
     import jax.numpy as jnp
     import numpy as np

@@ -10,7 +10,7 @@ from jaxmarl_llm.algos import lm_objective
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, Algorithm
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
-from jaxmarl_llm.train.lm_setup import build_tokenizer
+from jaxmarl_llm.train.lm.setup import build_tokenizer
 
 
 def _rewards(t=3, n=8, a=2, seed=0):

@@ -14,8 +14,8 @@ from flax import struct
 
 from jaxmarl_llm.envs.text.base import TextEnv, TextState
 from jaxmarl_llm.train import lm_rl
-from jaxmarl_llm.train import mesh as mesh_lib
-from jaxmarl_llm.train.lm_setup import build_tokenizer
+from jaxmarl_llm.parallel import mesh as mesh_lib
+from jaxmarl_llm.train.lm.setup import build_tokenizer
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
 
 
@@ -219,7 +219,7 @@ def test_train_base_trains_the_model_and_keeps_the_initial_one_as_reference():
     """train_base: the model's own weights join the trainable tree and move; acting and the loss run them (first
     ratio exactly 1), the KL reference is the initial model (kl_ref 0 at the first minibatch), evaluation plays
     them, and seats that would play the untrained base are refused."""
-    from jaxmarl_llm.train import evaluate
+    from jaxmarl_llm.evaluation import evaluate
 
     config = _config("grpo", update_epochs=1, share_policy=True, train_base=True, kl_coef=0.1)
     trainer = _make(config)
@@ -298,7 +298,7 @@ def test_kl_guard_warns_once_on_a_too_high_learning_rate(tmp_path, capsys, lr, w
     """guard.max_kl_ref: at a sane lr the KL to the reference stays ~0.04 over 6 updates and nothing is said; at
     lr=1 it is ~0.7 after the first step and the runner warns once, naming the metric, the bound and the update.
     The reference is scored although kl_coef=0 (the guard asks for it), and the entropy is logged for GRPO."""
-    from jaxmarl_llm.train.runner import run_training
+    from jaxmarl_llm.run.runner import run_training
 
     config = _config("grpo", lr=lr)
     config.guard.max_kl_ref = 0.3
@@ -319,7 +319,7 @@ def test_kl_guard_warns_once_on_a_too_high_learning_rate(tmp_path, capsys, lr, w
 def test_entropy_guard_reads_only_updates_that_trained():
     """Guard: below min_entropy warns once with the update; an update whose minibatches were all skipped (every
     advantage 0, `scored` 0) has no entropy to judge."""
-    from jaxmarl_llm.train.runner import Guard
+    from jaxmarl_llm.run.runner import Guard
 
     guard = Guard({"min_entropy": 0.5, "max_kl_ref": 0.0})
     assert guard.check([{"update": 1, "entropy": 0.0, "scored": 0.0}, {"update": 2, "entropy": 0.9}]) == []

@@ -1,4 +1,4 @@
-"""Several processes joined by jax.distributed (issue 20) train the same run as one process over as many devices.
+"""Several processes joined by jax.distributed train the same run as one process over as many devices.
 
 Each case launches real `experiments/train.py` processes on this machine: N processes of K forced CPU devices each
 (JAXMARL_COORDINATOR / JAXMARL_NUM_PROCESSES / JAXMARL_PROCESS_ID, gloo collectives) against one plain process of
@@ -35,8 +35,8 @@ import orbax.checkpoint as ocp
 import pytest
 from jax.sharding import SingleDeviceSharding
 
-from jaxmarl_llm.train.cli import distributed_settings
-from jaxmarl_llm.train.metrics_log import read_csv
+from jaxmarl_llm.run.cli import distributed_settings
+from jaxmarl_llm.run.metrics_log import read_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "experiments", "train.py")
@@ -186,7 +186,7 @@ def test_two_processes_of_two_devices_match_one_process_of_four_and_resume(mlp_r
 
 def assert_same_envs(ours: str, theirs: str, step: int) -> None:
     """The envs, observations, key and update counter in checkpoint `step` of two runs are bit-identical: each env
-    draws its randomness from its global index (train/mesh.py global_index), whichever process holds its shard,
+    draws its randomness from its global index (parallel/mesh.py global_index), whichever process holds its shard,
     and the policy's last-bit differences (module doc) flip no sampled action in these few updates."""
     state_a, state_b = checkpoint(ours, step), checkpoint(theirs, step)
     for name in ("env_state", "obs", "key", "update_step"):
@@ -239,7 +239,7 @@ def test_lm_two_processes_match_one_process_of_two_devices(tmp_path):
 @pytest.mark.slow  # ~110 s: two launches
 def test_lm_base_sharded_across_two_processes_matches_one_process(tmp_path):
     """mesh.fsdp=4 over 2 processes x 2 devices: each base weight is split over devices of both processes (placed
-    from every process's host copy, train/multihost.py) and gathered per layer; same run as 1 x 4 unsharded."""
+    from every process's host copy, parallel/multihost.py) and gathered per layer; same run as 1 x 4 unsharded."""
     one, two = str(tmp_path / "one_x4"), str(tmp_path / "two_x2_fsdp4")
     lm = [a for a in LM if not a.startswith(("--config.num_envs", "--config.total_episodes"))]
     lm += ["--config.num_envs=8", f"--config.total_episodes={8 * LM_UPDATES}", *QUIET]

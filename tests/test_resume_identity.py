@@ -1,4 +1,4 @@
-"""A resume continues the same run (issue 18, item 2): each run records its config (and a fingerprint of its base
+"""A resume continues the same run: each run records its config (and a fingerprint of its base
 model folder) in config.json; a resume with another lr, env or base model is refused before any file changes,
 one with a larger budget or other run.* settings goes on, and resume_force=True goes on with a warning.
 
@@ -15,12 +15,12 @@ import pytest
 
 from jaxmarl_llm.models import hf, transformer
 from jaxmarl_llm.models.config import tiny
-from jaxmarl_llm.train import run_identity
+from jaxmarl_llm.run import run_identity
 from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, sft_defaults,
                                       validate_mlp_ppo)
-from jaxmarl_llm.train.run_identity import (FINGERPRINT_KEY, config_differences, model_fingerprint, run_record,
+from jaxmarl_llm.run.run_identity import (FINGERPRINT_KEY, config_differences, model_fingerprint, run_record,
                                             safetensors_digest)
-from jaxmarl_llm.train.runner import RUN_OUTPUTS
+from jaxmarl_llm.run.runner import RUN_OUTPUTS
 from test_run_safety import SPREAD_MLP, _cli, _one_line_error, _run_config, _snapshot, _train
 
 LR = 1e-3  # spread_mlp's
@@ -312,7 +312,7 @@ def test_a_run_recorded_before_a_later_key_resumes_at_its_old_value(key):
     import copy
 
     from jaxmarl_llm.train.config import lm_rl_defaults
-    from jaxmarl_llm.train.run_identity import LATER_DEFAULTS, config_differences, run_record
+    from jaxmarl_llm.run.run_identity import LATER_DEFAULTS, config_differences, run_record
 
     now = run_record(lm_rl_defaults())
     older = copy.deepcopy(now)

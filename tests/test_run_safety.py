@@ -1,4 +1,4 @@
-"""Runs that cannot lose or mix data (issue 18): an earlier run's folder is refused, run / resume / lr settings
+"""Runs that cannot lose or mix data: an earlier run's folder is refused, run / resume / lr settings
 that cannot work stop at start-up naming the key, a torn metrics row is dropped on resume, and a sharded model
 index cannot reach outside its folder. Command-line mistakes are one line on stderr and exit status 2."""
 
@@ -18,12 +18,12 @@ from jax.sharding import PartitionSpec as P
 from configs import spread_mlp
 from jaxmarl_llm.models import hf, transformer
 from jaxmarl_llm.models.config import tiny
-from jaxmarl_llm.train.cli import main_guard
+from jaxmarl_llm.run.cli import main_guard
 from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, parse_resume,
                                       sft_defaults, validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft)
-from jaxmarl_llm.train.mesh import sharded_chunk
-from jaxmarl_llm.train.metrics_log import MetricsLog, read_csv
-from jaxmarl_llm.train.runner import run_training
+from jaxmarl_llm.parallel.mesh import sharded_chunk
+from jaxmarl_llm.run.metrics_log import MetricsLog, read_csv
+from jaxmarl_llm.run.runner import run_training
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "experiments", "train.py")
@@ -363,7 +363,7 @@ def test_a_broken_model_folder_names_the_file(single, tmp_path, fname, cut, says
 
 
 def test_a_non_utf8_byte_in_a_data_file_keeps_its_line(tmp_path):
-    from jaxmarl_llm.train import jsonl
+    from jaxmarl_llm.data import jsonl
     from jaxmarl_llm.train.config import ConfigError
 
     path = tmp_path / "data.jsonl"

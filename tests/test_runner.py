@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from configs import spread_mlp
-from jaxmarl_llm.train import entry, mlp_ppo
+from jaxmarl_llm.run import entry
+from jaxmarl_llm.train import mlp_ppo
 from jaxmarl_llm.train.config import ConfigError
-from jaxmarl_llm.train.errors import DivergenceError
-from jaxmarl_llm.train.metrics_log import read_csv
-from jaxmarl_llm.train.runner import run_training
+from jaxmarl_llm.errors import DivergenceError
+from jaxmarl_llm.run.metrics_log import read_csv
+from jaxmarl_llm.run.runner import run_training
 from killing import Killed, dying_after
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,7 +57,7 @@ def _trainer_parts(config):
 
 
 def test_on_gcsfuse_reads_the_mount_table(tmp_path):
-    from jaxmarl_llm.train.checkpoints import on_gcsfuse
+    from jaxmarl_llm.run.checkpoints import on_gcsfuse
 
     table = tmp_path / "mounts"
     table.write_text("/dev/root / ext4 rw 0 0\n"
@@ -79,7 +80,7 @@ def test_a_run_on_a_gcsfuse_mount_commits_by_file_and_resumes_identically(tmp_pa
     parameters and metrics."""
     import shutil
 
-    from jaxmarl_llm.train import checkpoints
+    from jaxmarl_llm.run import checkpoints
 
     full = run_training(_small_config(tmp_path / "full"), *_trainer_parts(_small_config(tmp_path / "full")))
     monkeypatch.setattr(checkpoints, "on_gcsfuse", lambda path, mounts="/proc/mounts": True)

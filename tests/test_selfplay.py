@@ -113,7 +113,7 @@ def test_pool_self_play_on_eight_devices_matches_one():
     """Seats, snapshots and scripted moves are drawn from global env ids: the split over devices changes nothing."""
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 forced host devices (conftest)")
-    from jaxmarl_llm.train import mesh as mesh_lib
+    from jaxmarl_llm.parallel import mesh as mesh_lib
 
     outs = []
     for n in (1, 8):
@@ -152,9 +152,9 @@ def get_config():
 def test_league_and_in_graph_eval_agree_with_eval_py(tmp_path):
     """A league whose built-in share is 1: the learner never wins (minimax cannot lose), in both seats. The
     run's in-graph evaluation after its update equals experiments/eval.py on the saved checkpoint, same seed."""
-    from jaxmarl_llm.train import entry
-    from jaxmarl_llm.train.cli import load_config_file
-    from jaxmarl_llm.train.metrics_log import read_csv
+    from jaxmarl_llm.run import entry
+    from jaxmarl_llm.run.cli import load_config_file
+    from jaxmarl_llm.run.metrics_log import read_csv
 
     path = tmp_path / "tiny_scratch.py"
     path.write_text(TINY_SCRATCH)
@@ -180,7 +180,7 @@ def test_league_and_in_graph_eval_agree_with_eval_py(tmp_path):
 def test_league_shares_are_drawn_per_group():
     """opponent_pool.random / .minimax: about that share of groups face each built-in player, the rest a snapshot;
     every env of a group faces the same one."""
-    from jaxmarl_llm.train import lm_seats
+    from jaxmarl_llm.train.lm import seats as lm_seats
 
     trainer = lm_rl.make_train(_config(num_envs=8, group_size=2, algo="grpo",
                                        opponent_pool={"size": 2, "random": 0.25, "minimax": 0.5}))

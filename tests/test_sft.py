@@ -19,11 +19,13 @@ from jaxmarl_llm.envs.text.tic_tac_toe import TicTacToe, board_code
 from jaxmarl_llm.envs.text.twenty_questions import TwentyQuestions
 from jaxmarl_llm.models.hf import load_pretrained
 from jaxmarl_llm.models.transformer import forward
-from jaxmarl_llm.train import entry, evaluate, lm_rl, play, sft, trainers
+from jaxmarl_llm.evaluation import evaluate, play
+from jaxmarl_llm.run import entry, trainers
+from jaxmarl_llm.train import lm_rl, sft
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, sft_defaults, validate_sft
-from jaxmarl_llm.train.runner import run_training
+from jaxmarl_llm.run.runner import run_training
 from killing import Killed, assert_resumed_identically, dying_after
-from jaxmarl_llm.train.scripted import binary_search, greedy_splitter, minimax_selfplay
+from jaxmarl_llm.data.teachers import binary_search, greedy_splitter, minimax_selfplay
 
 
 def _config(out_dir="runs/test_sft", **kw):
@@ -735,7 +737,7 @@ def _one_and_eight_devices_agree(make_config, names):
     """Two updates of `make_config()` on 1 and on 8 forced host devices: same weights, same metrics `names`."""
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 forced host devices (conftest)")
-    from jaxmarl_llm.train import mesh as mesh_lib
+    from jaxmarl_llm.parallel import mesh as mesh_lib
 
     outs = []
     for n in (1, 8):
@@ -990,7 +992,7 @@ def test_kept_episodes_weigh_exactly_as_an_sft_batch_of_only_them():
 
     trainer = sft.make_train(_policy_config())
     env, tok = trainer.env, trainer.tokenizer
-    from jaxmarl_llm.train.scripted import make_script
+    from jaxmarl_llm.data.teachers import make_script
 
     script = make_script("text/arithmetic", env, noise=0.5)
     data = jax.jit(lambda k: sft.collect(k, env, script, 1, jnp.arange(16), tok.eos_id, all_moves=True))(
@@ -1060,7 +1062,7 @@ def test_eight_devices_match_one_on_the_policys_own_episodes():
 def test_file_and_policy_configs_resume_to_identical_results(tmp_path, variant):
     """configs/sft_file_arithmetic.py[:policy] through the runner (tiny model): a run killed after two checkpoints
     resumes to the uninterrupted run's weights and metrics, and exports its model."""
-    from jaxmarl_llm.train.cli import load_config_file
+    from jaxmarl_llm.run.cli import load_config_file
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

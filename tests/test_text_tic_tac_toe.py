@@ -189,7 +189,7 @@ def test_agrees_with_pgx():
 
 def test_tagged_board_plays_the_same_game_and_names_every_taken_cell():
     """board="tagged" (`X5`) changes only the picture; "word" ids make each tagged cell one token."""
-    from jaxmarl_llm.train.lm_setup import build_tokenizer
+    from jaxmarl_llm.train.lm.setup import build_tokenizer
 
     assert ttt.board_picture((1, 2, 0, 0, 1, 0, 0, 0, 2), "tagged") == "\nX1|O2|3\n4|X5|6\n7|8|O9\n"
     with pytest.raises(ValueError, match="board style"):
@@ -221,7 +221,7 @@ def test_tagged_board_plays_the_same_game_and_names_every_taken_cell():
 def test_without_history_each_observation_is_the_header_and_the_current_position():
     """history=False: the same game, each seat's observation rewritten to `You are X.` + board + status (the tail of
     the full transcript), short enough for a word-sized capacity; a finished game keeps its last observation."""
-    from jaxmarl_llm.train.lm_setup import build_tokenizer
+    from jaxmarl_llm.train.lm.setup import build_tokenizer
 
     kw = {"board": "tagged"}
     word = build_tokenizer("word", "text/tic_tac_toe", kw)  # the header's words are the rules' words

@@ -225,7 +225,7 @@ def test_microbatch_accumulation_gives_the_same_update():
 def test_match_with_kept_caches_plays_the_same_games(temperature: float = 1.0):
     """play.make_match (evaluation, eval.py) keeping each LM seat's cache: the same transcripts and outcomes as
     re-reading every transcript each turn (sampled: the per-row keys match), an adapter on one seat, the base on the other."""
-    from jaxmarl_llm.train import play
+    from jaxmarl_llm.evaluation import play
 
     trainer = _trainer("text/cooperative_writing", True, env_kwargs={"max_action_tokens": 8, "capacity": 384}, num_turns=5)
     policy = play.with_temperature(trainer.policy, temperature)

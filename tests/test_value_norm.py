@@ -6,7 +6,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos import value_norm
-from jaxmarl_llm.train import mesh as mesh_lib
+from jaxmarl_llm.parallel import mesh as mesh_lib
 
 
 def _batches():

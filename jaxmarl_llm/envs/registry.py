@@ -64,4 +64,4 @@ def make(name: str, **kwargs) -> Env:
 
 class EnvArgumentError(ValueError, TypeError):
     """Keywords an env cannot be built with (unknown, or a value it refuses): bad input, not a bug, so the
-    command line reports it in one line (train/cli.py main_guard). A TypeError too, as unknown keywords were."""
+    command line reports it in one line (run/cli.py main_guard). A TypeError too, as unknown keywords were."""

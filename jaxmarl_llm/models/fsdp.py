@@ -11,7 +11,7 @@ on its largest dimension that `fsdp` divides (never the layer axis N: `forward` 
 dimension of which divides stays whole. Norm weights and biases are vectors and stay whole on every device.
 
 Why shapes, not a flag: `forward` compares each leaf's shape with `param_shapes(cfg)`. Inside the training
-`shard_map` (train/mesh.py) a sharded leaf is a local block, smaller on exactly one dimension, and is gathered
+`shard_map` (parallel/mesh.py) a sharded leaf is a local block, smaller on exactly one dimension, and is gathered
 (`jax.lax.all_gather(..., "fsdp", tiled=True)`); everywhere else (eval, export, a 1-device mesh, mesh.fsdp=1)
 the leaves are whole and `forward` is the unsharded program it always was, gather-free. The models package
 knows the axis name and nothing else of meshes.
@@ -29,7 +29,7 @@ base per gradient (about 4 forward-equivalents instead of 3). The base gets no g
 not differentiate), so no reduce-scatter is ever needed.
 
 Agreement: a collective must be reached by every device of its group. The trainers split the batch over the
-`fsdp` devices too (train/mesh.py), and several decisions around a forward read the local rows: the sampler's
+`fsdp` devices too (parallel/mesh.py), and several decisions around a forward read the local rows: the sampler's
 while loop (stop once every row has stopped), the width switches of scoring and caching, the chunked catch-up's
 trip count, the rollout's "every local game ended" skip. With sharded weights these go through `agree_max`, the
 maximum over the group (a wider width, one more decode step, a chunk more: each already happens to a row whose
@@ -49,7 +49,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.models.config import ModelConfig, param_shapes
 
-FSDP = "fsdp"  # the mesh axis the weights are sharded over (train/mesh.py builds it)
+FSDP = "fsdp"  # the mesh axis the weights are sharded over (parallel/mesh.py builds it)
 
 
 # `jax.checkpoint` policy of a layer (and of the LM head) over sharded weights: keep nothing but the layer's input

@@ -33,7 +33,7 @@ Params layout (kernels are [in, out], i.e. the transpose of torch Linear):
             q_norm/k_norm [N, head_dim] (Qwen3)
 
 Sharded weights: inside a shard_map over a mesh with an "fsdp" axis the big matrices may be the local blocks
-of weights sharded over it (models/fsdp.py, train/mesh.py); `forward` and `lm_head` see that from the shapes,
+of weights sharded over it (models/fsdp.py, parallel/mesh.py); `forward` and `lm_head` see that from the shapes,
 all-gather each weight just before it is used (one layer at a time in the scan) and rematerialise each layer
 under a gradient. Whole params run exactly the code above, with no gather.
 """

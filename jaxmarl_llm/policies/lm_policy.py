@@ -303,3 +303,9 @@ def make_policy(cfg: ModelConfig, lora, sampling, tokenizer, max_new_tokens: int
                        top_p=sampling.top_p, stop_ids=(tokenizer.eos_id,), pad_id=tokenizer.pad_id),
         actions, cands, bool(length_normalize),
     )
+
+
+def model_weights(trainable, base, reference: bool = False):
+    """The base weights the policy runs: its own trained copy with `train_base` (trainable["base"]), else the
+    frozen base. The KL reference is always the frozen (initial) base."""
+    return base if reference else trainable.get("base", base)

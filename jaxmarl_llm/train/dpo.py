@@ -16,7 +16,7 @@ Pairs come from one of two sources (`config.source`):
            a key in the state, so resume is exact).
   "game"   played inside the compiled update. For each of `batch_size` env seeds every
            player in `config.players` plays one episode on that same seed (same reset,
-           same env randomness): "teacher:P" is the scripted teacher (train/scripted.py)
+           same env randomness): "teacher:P" is the scripted teacher (data/teachers.py)
            with exploration noise P, "policy" the current policy sampling. Per agent,
            the transcript with the highest return is chosen, the lowest rejected; pairs
            whose returns tie are masked out. A pair's sequences are whole transcripts:
@@ -48,12 +48,14 @@ from jaxmarl_llm.algos.dpo import dpo_loss, sequence_log_prob
 from jaxmarl_llm.algos.ppo import shard_mean
 from jaxmarl_llm.algos.sft import token_log_probs
 from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.train import jsonl
+from jaxmarl_llm.data import jsonl
 from jaxmarl_llm.train.config import ConfigError, parse_players
-from jaxmarl_llm.train.lm_setup import setup_lm
-from jaxmarl_llm.train.mesh import global_index
-from jaxmarl_llm.train.scripted import collect, make_script, policy_script
-from jaxmarl_llm.train.sft import adamw, base_specs, split_weights
+from jaxmarl_llm.train.lm.setup import setup_lm
+from jaxmarl_llm.parallel.mesh import global_index
+from jaxmarl_llm.data.collect import collect, policy_script
+from jaxmarl_llm.data.teachers import make_script
+from jaxmarl_llm.train.lm.weights import base_specs, split_weights
+from jaxmarl_llm.train.optim import adamw
 
 KEYS = ("prompt", "chosen", "rejected")
 
@@ -105,7 +107,7 @@ class DPOTrainer(NamedTuple):
     export_adapter: Any  # export_adapter(state, path) -> path, or None when every weight is trained
     score: Any  # score(state, base, pairs) -> (policy, reference) sequence log-probs [B, 2] (jittable)
     num_pairs: int  # pairs in the file (0 for source="game")
-    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec prefix of `base` (mesh.fsdp > 1: train/mesh.py)
+    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec prefix of `base` (mesh.fsdp > 1: parallel/mesh.py)
 
 
 def load_pairs(path: str, tokenizer, max_length: int) -> Pairs:

@@ -6,18 +6,18 @@
 
 One update (`update` below, in this order):
   1. Reset `num_envs` games in groups of `group_size` that share a seed (same secret / problem), so GRPO and
-     RLOO can compare samples; decide who sits where (train/lm_seats.py).
-  2. Rollout (train/lm_rollout.py): `lax.scan` over turns; every LM seat generates its reply with the
+     RLOO can compare samples; decide who sits where (train/lm/seats.py).
+  2. Rollout (train/lm/rollout.py): `lax.scan` over turns; every LM seat generates its reply with the
      KV-cache sampler from its own transcript, the env appends actions and feedback.
   3. Advantages by algorithm (algos/lm_objective.py `ALGORITHMS`): PPO = GAE over each seat's own turns
      (or over generated tokens, `credit="token"`) with a value head per seat or the MAPPO critic;
      GRPO / RLOO = group baselines of episode returns, every token of an episode gets its advantage.
-  4. `update_epochs` x `num_minibatches` gradient steps on the adapters and value head (train/lm_scoring.py
+  4. `update_epochs` x `num_minibatches` gradient steps on the adapters and value head (train/lm/scoring.py
      scores each minibatch under the current policy); the base model is frozen and passed as an argument
-     (with mesh.fsdp > 1 sharded over the fsdp devices and gathered one layer at a time: train/mesh.py).
+     (with mesh.fsdp > 1 sharded over the fsdp devices and gathered one layer at a time: parallel/mesh.py).
 
 Episodes run to the end inside each update (num_turns >= the game's turn limit): no bootstrapping across
-updates. Settings fixed before compiling travel in one `Plan` (train/lm_plan.py). The KL reference is the
+updates. Settings fixed before compiling travel in one `Plan` (train/lm/plan.py). The KL reference is the
 same base with adapters off: no weight copy. docs/forking.md walks this file for an ablation.
 """
 
@@ -37,14 +37,15 @@ from jaxmarl_llm.algos import value_norm
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, token_advantages
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
-from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.train import lm_seats, play
-from jaxmarl_llm.train.errors import ConfigError
-from jaxmarl_llm.train.lm_plan import LMHParams, Plan
-from jaxmarl_llm.train.lm_rollout import episode_metrics, rollout
-from jaxmarl_llm.train.lm_scoring import episode_seqs, minibatch_grads, token_values
-from jaxmarl_llm.train.lm_setup import setup_lm
-from jaxmarl_llm.train.mesh import global_index
+from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
+from jaxmarl_llm.evaluation import play
+from jaxmarl_llm.train.lm import seats as lm_seats
+from jaxmarl_llm.errors import ConfigError
+from jaxmarl_llm.train.lm.plan import LMHParams, Plan
+from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
+from jaxmarl_llm.train.lm.scoring import episode_seqs, minibatch_grads, token_values
+from jaxmarl_llm.train.lm.setup import setup_lm
+from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
 
 
@@ -75,7 +76,7 @@ class LMTrainer(NamedTuple):
     agent_scale: jax.Array  # [A] float: 0 for frozen agents (adapters off), else 1
     rollout: Any = None  # rollout(key, base, trainable, pool, env_ids) -> (Turns, Seats, final tokens)
     plan: Plan | None = None
-    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec per base leaf (mesh.fsdp > 1: train/mesh.py)
+    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec per base leaf (mesh.fsdp > 1: parallel/mesh.py)
 
 
 def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
@@ -268,7 +269,7 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
                        for a, s in enumerate(plan.slot_of_agent))
 
     def games():
-        return {f"eval/{k}": v for k, v in versus(lm_seats.model_weights(trainable, base), seat_loras).items()}
+        return {f"eval/{k}": v for k, v in versus(model_weights(trainable, base), seat_loras).items()}
 
     def skipped():
         return jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(games))

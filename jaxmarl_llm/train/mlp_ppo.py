@@ -33,7 +33,7 @@ from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss
 from jaxmarl_llm.envs import registry, spaces
 from jaxmarl_llm.envs.core import Env, wrap_for_training
 from jaxmarl_llm.models import mlp
-from jaxmarl_llm.train.mesh import DATA, global_index
+from jaxmarl_llm.parallel.mesh import DATA, global_index
 from jaxmarl_llm.train.optim import linear_decay, optimizer
 
 

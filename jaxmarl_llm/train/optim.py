@@ -71,3 +71,12 @@ def linear_decay(lr: jax.Array, steps_per_update: int, num_updates: int, anneal:
         return lr * (1.0 - (count // steps_per_update) / num_updates)
 
     return lr_at
+
+
+def adamw(hp, num_updates: int, config) -> tuple[optax.GradientTransformation, Schedule]:
+    """(tx, lr_at) of SFT and DPO: AdamW (eps 1e-8) on clipped gradients; `config.warmup_updates` of linear
+    warmup, then cosine to 10% of hp.lr at the last update (or constant: `config.anneal_lr` False); LoRA+ with
+    `config.lora.lr_ratio`."""
+    lr_at = warmup_cosine(hp.lr, num_updates, config.warmup_updates, bool(config.anneal_lr))
+    tx = optimizer(lr_at, hp.max_grad_norm, eps=1e-8, weight_decay=hp.weight_decay)
+    return lora_plus(tx, float(config.lora.lr_ratio)), lr_at

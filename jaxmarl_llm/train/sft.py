@@ -19,7 +19,7 @@
              still move the weights on a zero gradient).
 
 One teacher update:
-  1. `num_envs` fresh episodes of the teacher (`train/scripted.py`) on the real env,
+  1. `num_envs` fresh episodes of the teacher (`data/teachers.py`) on the real env,
      `lax.scan` over `num_turns` turns. Data is generated per update inside the
      compiled step, not once at start: it costs a few env steps (no model), every
      update sees new secrets (no memorising a fixed set, no dataset on disk), and
@@ -58,14 +58,15 @@ from flax import struct
 from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos.sft import select_transcripts, sft_loss
-from jaxmarl_llm.models import fsdp as fsdp_lib
 from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.train import jsonl
+from jaxmarl_llm.data import jsonl
 from jaxmarl_llm.train.config import ConfigError
-from jaxmarl_llm.train.lm_setup import setup_lm
-from jaxmarl_llm.train.mesh import global_index
-from jaxmarl_llm.train.optim import Schedule, lora_plus, optimizer, warmup_cosine
-from jaxmarl_llm.train.scripted import Transcripts, collect, make_script, policy_script
+from jaxmarl_llm.train.lm.setup import setup_lm
+from jaxmarl_llm.parallel.mesh import global_index
+from jaxmarl_llm.train.lm.weights import base_specs, split_weights
+from jaxmarl_llm.train.optim import adamw
+from jaxmarl_llm.data.collect import Transcripts, collect, policy_script
+from jaxmarl_llm.data.teachers import make_script
 
 
 class SFTHParams(NamedTuple):
@@ -103,7 +104,7 @@ class SFTTrainer(NamedTuple):
     weights: Any  # weights(state, base) -> (base params, trainable or None): what acting needs
     export: Any  # export(state, path) -> path: an HF folder with adapters merged
     num_rows: int  # rows in the file (0 unless source="file")
-    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec prefix of `base` (mesh.fsdp > 1: train/mesh.py)
+    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec prefix of `base` (mesh.fsdp > 1: parallel/mesh.py)
 
 
 FILE_KEYS = ("prompt", "completion")
@@ -172,14 +173,6 @@ def load_transcripts(path: str, tokenizer, max_length: int, what: str = "config.
                        solved=zeros, returns=zeros)
 
 
-def split_weights(trainable, base, train_base: bool) -> tuple[Any, Any]:
-    """(base params, {"lora": adapters} or None) of a trainable tree: the trained base itself, or the
-    frozen `base["model"]` plus the adapters."""
-    if train_base:
-        return trainable["params"], None
-    return base["model"], {"lora": trainable["lora"]}
-
-
 def shard_rate(hit: jax.Array, where: jax.Array, axis_name: str | None) -> jax.Array:
     """sum(hit & where) over this shard / the count of `where` over all shards: psum of it is the global rate."""
     count = where.sum().astype(jnp.float32)
@@ -212,15 +205,6 @@ def target_seats(config, env) -> tuple[int, ...]:
 def keep_episodes(data: Transcripts, keep: jax.Array) -> Transcripts:
     """Rows with keep [B] False lose every target (zero weight in the loss); shapes stay static."""
     return data._replace(mask=data.mask & keep[:, None], turn_mask=data.turn_mask & keep[:, None, None])
-
-
-def adamw(hp, num_updates: int, config) -> tuple[optax.GradientTransformation, Schedule]:
-    """(tx, lr_at) of SFT and DPO: AdamW (eps 1e-8) on clipped gradients; `config.warmup_updates` of linear
-    warmup, then cosine to 10% of hp.lr at the last update (or constant: `config.anneal_lr` False); LoRA+ with
-    `config.lora.lr_ratio`."""
-    lr_at = warmup_cosine(hp.lr, num_updates, config.warmup_updates, bool(config.anneal_lr))
-    tx = optimizer(lr_at, hp.max_grad_norm, eps=1e-8, weight_decay=hp.weight_decay)
-    return lora_plus(tx, float(config.lora.lr_ratio)), lr_at
 
 
 def make_train(config, env=None) -> SFTTrainer:
@@ -318,12 +302,6 @@ def make_train(config, env=None) -> SFTTrainer:
     num_rows = 0 if file_rows is None else int(file_rows.mask.shape[0])
     return SFTTrainer(env, config, SFTHParams.from_config(config), policy, base_arg, init, update, state_specs,
                       num_updates, tokenizer, weights, export, num_rows, functools.partial(base_specs, cfg))
-
-
-def base_specs(cfg, fsdp: int, data: str = "rows") -> dict:
-    """The base argument's sharding over `fsdp` devices (LoRA SFT, DPO): the model's weights as models/fsdp
-    shards them, the file's `data` (SFT rows, DPO pairs) whole on every device."""
-    return {"model": fsdp_lib.param_specs(cfg, fsdp), data: P()}
 
 
 def model_dir(out_dir: str) -> str:

@@ -22,6 +22,20 @@ from jaxmarl_llm.envs.text.buffers import TextAction, TextObs
 from jaxmarl_llm.envs.text.codec import Codec, PieceTable
 from jaxmarl_llm.tokenizers import CharTokenizer
 
+# the built-in players a game may offer through `opponent_action(key, state, kind)`: scripted seats, league
+# opponents and evaluation matches choose among these
+BUILTIN_PLAYERS = ("random", "minimax")
+
+# rates over moves that games report as a pair of 0/1 info counts, {rate: (hits, tries)}: each game declares its
+# own (`declare_info_ratios` at import); the rollout metrics and the evaluators count them for the seat that moved,
+# summed over seats, turns and episodes
+INFO_RATIOS: dict[str, tuple[str, str]] = {}
+
+
+def declare_info_ratios(**ratios: tuple[str, str]) -> None:
+    """A game's move rates: `rate=(hits, tries)`, two info keys of 0/1 counts per seat."""
+    INFO_RATIOS.update(ratios)
+
 
 @struct.dataclass
 class TextState:

@@ -16,7 +16,7 @@ Info: `won` (bool per seat: that debater won) for win-rate curves; `spoke` / `ne
 turn, and the markers it added to its score): runs report `markers_per_speech` (the rule's currency: 3.0 at
 best with these arguments, ~1.7 for random ones); with an LM judge, `judged` / `judge_agrees`
 (0/1 counts on the verdict turn: the rule judge had a winner, and the LM judge named the same one), which
-runs report as `judge_agreement` (evaluate.INFO_RATIOS).
+runs report as `judge_agreement` (its declared info ratios).
 
 Restricted replies (`policy.actions="constrained"`, policies/candidates.py): `action_candidates` lists the
 canned ARGUMENTS and, with an LM judge, its two verdicts; `candidate_mask` gives the debaters the arguments
@@ -31,8 +31,11 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxmarl_llm.envs.text import datasets, parsing
-from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
+from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState, declare_info_ratios
 from jaxmarl_llm.envs.text.buffers import TextAction
+
+# an LM judge's verdicts equal to the rule judge's (no rule draws); the markers a speech adds to its debater's score
+declare_info_ratios(judge_agreement=("judge_agrees", "judged"), markers_per_speech=("new_markers", "spoke"))
 
 PROMPTS = (
     "You are debater A. Argue FOR the motion. Keep each turn short.\nMotion: ",

@@ -46,8 +46,12 @@ import numpy as np
 from flax import struct
 
 from jaxmarl_llm.envs.text import datasets, parsing
-from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
+from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState, declare_info_ratios
 from jaxmarl_llm.envs.text.buffers import TextAction
+
+# an LM answerer's replies equal to the oracle's, over every listed question and over those whose truth is Yes
+# (which "always No" gets all wrong)
+declare_info_ratios(answer_accuracy=("answer_correct", "answered"), yes_answer_accuracy=("answer_correct_yes", "answered_yes"))
 
 PROMPT = (
     "Let's play twenty questions. I am thinking of a common noun. Ask yes/no questions to find it "

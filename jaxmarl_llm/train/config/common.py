@@ -15,7 +15,7 @@ import jax
 import ml_collections
 
 from jaxmarl_llm.envs import registry
-from jaxmarl_llm.train.errors import ConfigError  # a leaf module: trainers raise it without importing config
+from jaxmarl_llm.errors import ConfigError  # a leaf module: trainers raise it without importing config
 
 __all__ = ["ConfigError", "check_keys", "check_env_name", "check_positive_ints", "check_positive", "check_non_negative",
            "check_eval_episodes", "check_one_update", "check_mesh", "check_fsdp", "check_model_checkpoint", "check_run",
@@ -148,7 +148,7 @@ def parse_resume(value: bool | str | None) -> bool | str:
 def check_run(config: ml_collections.ConfigDict) -> None:
     """run.*: the chunk, checkpoint cadence and checkpoints kept are counts (0 would divide by zero or keep
     nothing); resume is readable; overwrite (delete the earlier run) and resume (continue it) exclude each other;
-    resume_force (continue a run whose config.json differs, train/run_identity.py) is a bool; out_dir is a file
+    resume_force (continue a run whose config.json differs, run/run_identity.py) is a bool; out_dir is a file
     path, not a URL (a bucket is mounted and named by its mount path, README "Run on a TPU pod")."""
     scheme = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://", str(config.run.out_dir))
     _require(scheme is None, "run.out_dir",
@@ -165,7 +165,7 @@ def check_run(config: ml_collections.ConfigDict) -> None:
              f"must be True or False, got {config.get('resume_force')!r}")
 
 
-# config.stop: bounds past which a run is diverging; the run loop (train/runner.py) stops before it saves the chunk
+# config.stop: bounds past which a run is diverging; the run loop (run/runner.py) stops before it saves the chunk
 # that crossed one, keeps the last good checkpoint and exits with status 3. 0 = off.
 #   max_param_norm_growth: the global L2 norm of the trainable parameters (LoRA adapters, value heads, critic, MLP
 #       nets; the whole model when train_base) over its norm at the start of the run, or at the restored update on

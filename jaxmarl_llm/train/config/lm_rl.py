@@ -11,7 +11,8 @@ from jaxmarl_llm.algos.lm_objective import ALGORITHMS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_fsdp, check_mesh, check_model_checkpoint, check_one_update, check_positive,
                                              check_positive_ints, check_run, check_stop, stop_defaults)
-from jaxmarl_llm.train.lm_seats import SCRIPTED_KINDS, parse_agent_map
+from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
+from jaxmarl_llm.train.lm.seats import parse_agent_map
 
 
 
@@ -109,22 +110,22 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.grpo_normalize_std = True  # False: Dr.GRPO advantages
     c.rae_decay = 0.95  # RAE: each role's baseline moves (1 - rae_decay) of the way to the batch's mean return
     c.grpo_aggregation = "sequence"  # "token", "sequence", "sequence_sum", "constant" (Dr.GRPO)
-    c.eval_episodes = 0  # greedy episodes on the held-out split after training (0 = skip; train/evaluate.py)
+    c.eval_episodes = 0  # greedy episodes on the held-out split after training (0 = skip; evaluation/evaluate.py)
     # greedy games against the game's built-in players inside the compiled update, after update 1 and every
     # `every` updates (0 = off), half of `episodes` in each seat: metrics eval/<opponent>_<win|draw|loss> (and per
-    # seat), NaN in the rows between; the same games as experiments/eval.py --episodes --seed (train/play.py)
+    # seat), NaN in the rows between; the same games as experiments/eval.py --episodes --seed (evaluation/play.py)
     c.in_graph_eval = ml_collections.ConfigDict({"every": 0, "episodes": 400, "opponents": ("random", "minimax"),
                                                  "seed": 0})
-    # stability guards (train/runner.py Guard): warn once, with the update number, when the policy's entropy falls
+    # stability guards (run/runner.py Guard): warn once, with the update number, when the policy's entropy falls
     # below min_entropy or its KL to the reference (adapters off) rises above max_kl_ref; 0 = off. max_kl_ref > 0
     # scores the reference even at kl_coef=0 (one more forward per minibatch)
     c.guard = ml_collections.ConfigDict({"min_entropy": 0.0, "max_kl_ref": 0.0})
-    # divergence bounds (train/runner.py; config/common.py STOP_METRICS), 0 = off: past one the run stops before
+    # divergence bounds (run/runner.py; config/common.py STOP_METRICS), 0 = off: past one the run stops before
     # saving that chunk, keeps the last good checkpoint and exits with status 3. max_kl reads approx_kl (not RLOO's:
     # no ratio), max_value_loss value_loss (PPO); max_param_norm_growth: the adapters' + heads' norm over its start
     c.stop = stop_defaults()
     # fsdp: shard the frozen base's weights over this many devices (a base that does not fit one device): the mesh
-    # is num_devices / fsdp data rows x fsdp; each forward gathers a layer at a time (train/mesh.py). 1 = every
+    # is num_devices / fsdp data rows x fsdp; each forward gathers a layer at a time (parallel/mesh.py). 1 = every
     # device holds the whole base (plain data parallel)
     c.mesh = ml_collections.ConfigDict({"num_devices": 0, "fsdp": 1})
     # overwrite: True lets a fresh run delete the earlier run's checkpoints and metrics in out_dir (else refused)
@@ -201,19 +202,19 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
     except (TypeError, ValueError) as err:
         raise ConfigError(f"config.scripted_agents: {err}; write e.g. '1:minimax'") from None
     for agent, kind in kinds.items():
-        _require(kind in SCRIPTED_KINDS, "scripted_agents", f"agent {agent}: kind must be random or minimax, got {kind!r}")
+        _require(kind in BUILTIN_PLAYERS, "scripted_agents", f"agent {agent}: kind must be random or minimax, got {kind!r}")
     pool = config.opponent_pool
     _require(isinstance(pool.size, int) and pool.size >= 0, "opponent_pool.size", f"must be an integer >= 0, got {pool.size!r}")
     check_positive_ints(pool, ("refresh_every",), prefix="opponent_pool.")
     _require(pool.size == 0 or config.share_policy, "opponent_pool.size",
              "a snapshot pool is self-play of one shared policy; set share_policy=True")
-    for kind in SCRIPTED_KINDS:
+    for kind in BUILTIN_PLAYERS:
         share = pool[kind]
         _require(isinstance(share, (int, float)) and 0.0 <= share <= 1.0, f"opponent_pool.{kind}",
                  f"must be a share of groups in [0, 1], got {share!r}")
         _require(share == 0 or pool.size > 0, f"opponent_pool.{kind}",
                  "built-in opponents mix into a snapshot pool: set opponent_pool.size >= 1 (or use scripted_agents)")
-    _require(sum(pool[kind] for kind in SCRIPTED_KINDS) <= 1.0, "opponent_pool.random",
+    _require(sum(pool[kind] for kind in BUILTIN_PLAYERS) <= 1.0, "opponent_pool.random",
              f"opponent_pool.random + opponent_pool.minimax must be at most 1, got {pool.random} + {pool.minimax}")
 
 
@@ -224,8 +225,8 @@ def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:
     if ev.every:
         _require(isinstance(ev.episodes, int) and ev.episodes >= 2 and ev.episodes % 2 == 0, "in_graph_eval.episodes",
                  f"must be an even number >= 2 (half in each seat), got {ev.episodes!r}")
-        _require(len(ev.opponents) > 0 and all(o in SCRIPTED_KINDS for o in ev.opponents), "in_graph_eval.opponents",
-                 f"must name built-in players among {SCRIPTED_KINDS}, got {tuple(ev.opponents)!r}")
+        _require(len(ev.opponents) > 0 and all(o in BUILTIN_PLAYERS for o in ev.opponents), "in_graph_eval.opponents",
+                 f"must name built-in players among {BUILTIN_PLAYERS}, got {tuple(ev.opponents)!r}")
 
 
 def _check_actions(config) -> None:

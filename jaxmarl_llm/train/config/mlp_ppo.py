@@ -48,7 +48,7 @@ def mlp_ppo_defaults() -> ml_collections.ConfigDict:
             "progress": True,
         }
     )
-    c.stop = stop_defaults()  # divergence bounds, 0 = off (config/common.py STOP_METRICS; train/runner.py)
+    c.stop = stop_defaults()  # divergence bounds, 0 = off (config/common.py STOP_METRICS; run/runner.py)
     c.resume = ""  # "" (start fresh), "True" (continue run.out_dir), or a run directory to continue
     c.resume_force = False  # True: resume even when this config differs from the run's config.json
     return c

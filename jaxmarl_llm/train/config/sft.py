@@ -13,7 +13,7 @@ from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_na
                                              check_fsdp, check_mesh, check_model_checkpoint, check_non_negative, check_one_update,
                                              check_positive, check_positive_ints, check_run, check_stop, stop_defaults)
 from jaxmarl_llm.train.config.lm_rl import lm_rl_defaults
-from jaxmarl_llm.train.scripted import SCRIPTS
+from jaxmarl_llm.data.teachers import SCRIPTS
 
 
 def sft_defaults() -> ml_collections.ConfigDict:
@@ -28,7 +28,7 @@ def sft_defaults() -> ml_collections.ConfigDict:
     c.lora = copy.deepcopy(rl.lora)
     c.sampling = copy.deepcopy(rl.sampling)  # source="policy" samples with it; evaluation forces temperature 0
     c.train_base = True  # every base weight (from scratch); False: LoRA adapters only, merged on export
-    # where each update's rows come from: "teacher" = the scripted teacher plays env_name (train/scripted.py);
+    # where each update's rows come from: "teacher" = the scripted teacher plays env_name (data/teachers.py);
     # "file" = rows drawn from data_path; "policy" = the current model plays env_name and its (episode, seat)
     # transcripts with return >= min_return are the targets (rejection-sampling fine-tuning / expert iteration)
     c.source = "teacher"
@@ -36,7 +36,7 @@ def sft_defaults() -> ml_collections.ConfigDict:
     c.max_length = 0  # source="file": tokens per row (with the eos after each move); 0 = the env's capacity
     c.min_return = 1.0  # source="policy": the episode return a transcript needs to be kept (1 = solved in most games)
     c.script_noise = 0.0  # chance per turn the teacher plays a random move (not a target) to show recovery
-    c.script_kwargs = ml_collections.ConfigDict({})  # the teacher's own options (train/scripted.py)
+    c.script_kwargs = ml_collections.ConfigDict({})  # the teacher's own options (data/teachers.py)
     # the seats whose moves are targets (teacher / policy rows), e.g. (1,): only twenty questions' answerer learns;
     # the other seats still play (their transcripts are not trained on, nor computed); () = every seat
     c.target_agents = ()

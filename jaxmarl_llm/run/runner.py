@@ -26,12 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmarl_llm.train import mesh as mesh_lib, multihost
-from jaxmarl_llm.train.checkpoints import Checkpoints
+from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
+from jaxmarl_llm.run.checkpoints import Checkpoints
 from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
-from jaxmarl_llm.train.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
-from jaxmarl_llm.train.metrics_log import MetricsLog, plot_curves, read_csv
-from jaxmarl_llm.train.run_identity import CONFIG_FILE, check_same_run, run_record, write_run_record
+from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
+from jaxmarl_llm.run.metrics_log import MetricsLog, plot_curves, read_csv
+from jaxmarl_llm.run.run_identity import CONFIG_FILE, check_same_run, run_record, write_run_record
 
 
 # what a run writes into run.out_dir (an SFT / DPO export, model/ and adapter/, is rewritten at the end)
@@ -111,8 +111,8 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     A resume first checks that `config` is the config the run was started with (its config.json, else
     ConfigError before any file changes); every start (re)writes config.json with the current config.
     `trainable(state)`: the trained parameters, whose norm config.stop.max_param_norm_growth bounds (default: the
-    accessor train/trainers.py registers for config.trainer). A divergence raises DivergenceError (module doc).
-    Under several processes (train/multihost.py) every process runs this loop and saves checkpoints; only the
+    accessor run/trainers.py registers for config.trainer). A divergence raises DivergenceError (module doc).
+    Under several processes (parallel/multihost.py) every process runs this loop and saves checkpoints; only the
     primary writes config.json, metrics.csv, TensorBoard and the plots, and draws the bar."""
     out_dir = prepare_out_dir(config)
     mesh = mesh_lib.make_mesh(config.mesh.num_devices, config.mesh.get("fsdp", 1))
@@ -287,11 +287,11 @@ def _kept(ckpt: Checkpoints) -> str:
 
 
 def _trainable_of(config, trainable: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
-    """`trainable`, else the accessor train/trainers.py registers for config.trainer (imported here: the registry
+    """`trainable`, else the accessor run/trainers.py registers for config.trainer (imported here: the registry
     imports every trainer)."""
     if trainable is not None:
         return trainable
-    from jaxmarl_llm.train.trainers import TRAINERS
+    from jaxmarl_llm.run.trainers import TRAINERS
 
     spec = TRAINERS.get(config.get("trainer", "mlp_ppo"))
     return spec.trainable if spec is not None else None

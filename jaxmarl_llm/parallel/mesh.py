@@ -37,7 +37,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jaxmarl_llm.models import attention as attention_lib
 from jaxmarl_llm.models import fsdp as fsdp_lib
-from jaxmarl_llm.train import multihost
+from jaxmarl_llm.parallel import multihost
 
 DATA = "data"
 FSDP = fsdp_lib.FSDP  # "fsdp": the axis the LM base's weights are sharded over

@@ -14,13 +14,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxmarl_llm.envs.text.base import INFO_RATIOS
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
-from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.train.evaluate import INFO_RATIOS
-from jaxmarl_llm.train.lm_plan import Plan, Turns
-from jaxmarl_llm.train.lm_seats import acting_weights, draw_seats, model_weights, take_agents
+from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
+from jaxmarl_llm.train.lm.plan import Plan, Turns
+from jaxmarl_llm.train.lm.seats import acting_weights, draw_seats, take_agents
 
 
 def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, pool, env_ids: jax.Array):
@@ -199,7 +199,7 @@ def critic_features(plan: Plan, policy: LMPolicy, base, final: jax.Array, prompt
 def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> dict:
     """Mean episode return over learning seats (learns [N, A]), the team return (their sum), each seat's return,
     success rate (a positive return), turns, tokens per turn, format errors per learner turn, `<key>_rate`
-    per learner episode for boolean game outcomes (and `<key>_rate_agent<i>` per learning seat), and the game's `evaluate.INFO_RATIOS` over every seat's moves
+    per learner episode for boolean game outcomes (and `<key>_rate_agent<i>` per learning seat), and the game's declared `INFO_RATIOS` over every seat's moves
     (0 when there were no tries)."""
 
     def total(x):

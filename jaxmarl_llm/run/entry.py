@@ -1,15 +1,15 @@
-"""One entry point for every trainer kind, chosen by `config.trainer` (train/trainers.py); used by experiments/*.py."""
+"""One entry point for every trainer kind, chosen by `config.trainer` (run/trainers.py); used by experiments/*.py."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from jaxmarl_llm.train import multihost
+from jaxmarl_llm.parallel import multihost
 from jaxmarl_llm.train.config import ConfigError
-from jaxmarl_llm.train.mesh import sharded_chunk
-from jaxmarl_llm.train.run_identity import check_same_run
-from jaxmarl_llm.train.runner import check_fresh_out_dir, resume_dir, run_training
-from jaxmarl_llm.train.trainers import TRAINERS, TrainerSpec
+from jaxmarl_llm.parallel.mesh import sharded_chunk
+from jaxmarl_llm.run.run_identity import check_same_run
+from jaxmarl_llm.run.runner import check_fresh_out_dir, resume_dir, run_training
+from jaxmarl_llm.run.trainers import TRAINERS, TrainerSpec
 
 
 def spec_of(config) -> TrainerSpec:

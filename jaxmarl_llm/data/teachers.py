@@ -1,16 +1,14 @@
-"""Scripted teachers: jittable policies that play a real env (SFT warm starts, DPO pairs), and playing them.
+"""Scripted teachers: one jittable expert per game, playing the real env (SFT warm starts, DPO pairs).
 
     script = make_script(env_name, env, noise=0.1)
     memory = script.init(env_state)
     action, target, memory = script.act(key, memory, env_state)   # TextAction [A, M], target bool [A]
-    rows = collect(key, env, script, num_turns, env_ids, eos_id)   # Transcripts [N*A, L]: training rows
 
 `target[a]` says whether agent a's action this turn is the teacher's own
 choice (an SFT target). Exploration moves (`noise`) are played but not
 targets: the student sees the states a mistake leads to and learns the
 expert's recovery from them, never the mistake itself (DAgger-style).
-`policy_script` plays the LM policy as a `Script` (SFT on its own best
-episodes, DPO's "policy" player), so `collect` serves every player.
+`data/collect.py` plays a `Script` into training rows.
 """
 
 from __future__ import annotations
@@ -20,25 +18,13 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxmarl_llm.envs.text.buffers import TextAction, clean_action
-from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.envs.text.buffers import TextAction
 
 
 class Script(NamedTuple):
     init: Callable[[Any], Any]  # env_state -> memory
     # (key, memory, env_state) -> (action, target [A] bool, memory)
     act: Callable[[jax.Array, Any, Any], tuple[TextAction, jax.Array, Any]]
-
-
-class Transcripts(NamedTuple):
-    """Training rows, [B, L]: one per env and agent of played episodes, or one per line of a file."""
-
-    tokens: jax.Array  # [B, L] int32 model input: the final transcript
-    targets: jax.Array  # [B, L] int32 tokens, with eos after each target move
-    mask: jax.Array  # [B, L] bool: positions whose target counts
-    turn_mask: jax.Array  # [B, T, L] bool: the same, split by turn / move (for per-move accuracy)
-    solved: jax.Array  # [B] float: the episode's return was positive (0 for file rows)
-    returns: jax.Array  # [B] float: the agent's episode return (0 for file rows)
 
 
 def binary_search(env, noise: float = 0.0, digits: int = 0, recover: str = "bisect") -> Script:
@@ -269,73 +255,3 @@ def make_script(env_name: str, env, noise: float = 0.0, **kwargs) -> Script:
     if env_name not in SCRIPTS:
         raise ValueError(f"no scripted teacher for {env_name!r}; teachers exist for {', '.join(sorted(SCRIPTS))}")
     return SCRIPTS[env_name](env, noise=noise, **kwargs)
-
-
-def policy_script(env, policy: LMPolicy, params, trainable) -> Script:
-    """The policy as a `Script` (every move a target): each agent samples from its own transcript.
-
-    trainable: one adapter tree without an agent axis, or None (the bare model). The action stops
-    before its first eos, as the env records it, so `collect`'s move spans and eos targets line up
-    with the transcript (the eos itself is the target after the move).
-    """
-    from jaxmarl_llm.train.evaluate import every_seat, lm_actor
-
-    a = env.num_agents
-    act = lm_actor(policy, params, every_seat(trainable, a))
-    pad, eos = policy.sampling.pad_id, env.codec.eos_id
-
-    def step(key, memory, state):
-        obs = env.get_obs(state)
-        action = act(key, obs.tokens, obs.length, env.candidate_mask(state))
-        return TextAction(*clean_action(action.tokens, action.length, pad, eos)), jnp.ones((a,), bool), memory
-
-    return Script(lambda state: jnp.zeros((), jnp.int32), step)
-
-
-def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Array, eos_id: int,
-            all_moves: bool = False, act_key: jax.Array | None = None) -> Transcripts:
-    """Play the teacher in `len(env_ids)` envs and turn each agent's transcript into a training row.
-
-    all_moves: every move the agent makes is a target (DPO scores whole trajectories, exploration
-    moves included), not only the script's own choices. act_key: the actor's randomness comes from
-    this key instead of `key`, so two players see the same envs (same resets and env steps) but make
-    independent choices.
-    """
-    per_env = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(env_ids)  # noqa: E731
-    k_reset, k_turns = jax.random.split(key)
-    obs, state = jax.vmap(env.reset)(per_env(k_reset))
-    memory = jax.vmap(script.init)(state)
-
-    def turn(carry, t):
-        state, obs, memory, alive = carry
-        k_act, k_env = jax.random.split(jax.random.fold_in(k_turns, t))
-        if act_key is not None:
-            k_act = jax.random.fold_in(act_key, t)
-        action, target, memory = jax.vmap(script.act)(per_env(k_act), memory, state)
-        if all_moves:
-            target = jnp.ones_like(target)
-        active = jax.vmap(env.active)(state)  # [N, A]
-        next_obs, state2, reward, term, trunc, _ = jax.vmap(env.step)(per_env(k_env), state, action)
-        done = jnp.all(term | trunc, axis=-1) & alive
-        # a game appends the mover's own action first, at its transcript length
-        rec = (obs.length, action.length, target & active & alive[:, None], reward * alive[:, None])
-        return (state2, next_obs, memory, alive & ~done), rec
-
-    alive0 = jnp.ones(env_ids.shape, bool)
-    (final, _, _, _), (start, length, target, reward) = jax.lax.scan(
-        turn, (state, obs, memory, alive0), jnp.arange(num_turns))  # each [T, N, A]
-    tokens = jax.vmap(env.get_obs)(final).tokens  # [N, A, L]
-    n, a, cap = tokens.shape
-    pos = jnp.arange(cap)
-    start, end = start[..., None], (start + length)[..., None]  # [T, N, A, 1]
-    fits = (end < cap) & target[..., None]  # the eos after the move must fit too
-    in_move = (pos >= start) & (pos < end) & fits  # [T, N, A, L]
-    at_eos = (pos == end) & fits
-    turn_mask = in_move | at_eos
-    targets = jnp.where(at_eos.any(0), eos_id, tokens)
-    rows = lambda x: x.reshape(n * a, *x.shape[2:])  # noqa: E731  [N, A, ...] -> [N*A, ...]
-    return Transcripts(
-        tokens=rows(tokens), targets=rows(targets), mask=rows(turn_mask.any(0)),
-        turn_mask=rows(jnp.moveaxis(turn_mask, 0, 2)),
-        solved=rows((reward.sum(0) > 0).astype(jnp.float32)), returns=rows(reward.sum(0)),
-    )

@@ -84,7 +84,7 @@ class Plan:
     train_base: bool = False  # the base's weights train too (trainable["base"]); config.train_base
     lora_lr_ratio: float = 1.0  # LoRA+: B's lr over A's (config.lora.lr_ratio; static: 1 keeps plain Adam's state)
     # in-graph evaluation: every `eval_every` updates (and after the first) greedy games against the game's
-    # built-in players (0 = off); train/play.py `versus_builtins`
+    # built-in players (0 = off); evaluation/play.py `versus_builtins`
     eval_every: int = 0
     eval_episodes: int = 0
     eval_opponents: tuple[str, ...] = ()

@@ -22,14 +22,14 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS, INFO_RATIOS
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.policies import transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.train import evaluate
+from jaxmarl_llm.evaluation import evaluate
 
-SCRIPTED = ("random", "minimax")
+SCRIPTED = BUILTIN_PLAYERS  # seat kinds the env plays itself
 
 
 class Player(NamedTuple):
@@ -52,7 +52,7 @@ def with_temperature(policy: LMPolicy, temperature: float) -> LMPolicy:
 
 class Outcomes(NamedTuple):
     """Per episode and seat, [N, A]: the return and (when the game reports them) won / drew / moved illegally,
-    and the game's `evaluate.INFO_RATIOS` counts (e.g. answers, right answers) of the seat's own moves."""
+    and the game's `INFO_RATIOS` counts (e.g. answers, right answers) of the seat's own moves."""
 
     ret: jax.Array
     won: jax.Array
@@ -151,10 +151,10 @@ def outcome_rates(outcomes: Outcomes, seat: int) -> dict[str, jax.Array]:
 
 
 def match_ratios(counts: dict[str, jax.Array]) -> dict[str, jax.Array]:
-    """`evaluate.INFO_RATIOS` over every seat's moves (jittable; NaN without tries): e.g. twenty questions'
+    """`INFO_RATIOS` over every seat's moves (jittable; NaN without tries): e.g. twenty questions'
     answer_accuracy is the accuracy of whichever seat answers in these games."""
     out = {}
-    for name, (hits, tries) in evaluate.INFO_RATIOS.items():
+    for name, (hits, tries) in INFO_RATIOS.items():
         if hits in counts and tries in counts:
             n = jnp.sum(counts[tries]).astype(jnp.float32)
             out[name] = jnp.where(n > 0, jnp.sum(counts[hits]) / jnp.maximum(n, 1.0), jnp.nan)

@@ -17,9 +17,9 @@ import jax.numpy as jnp
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, Scored, lm_loss
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
-from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens
-from jaxmarl_llm.train.lm_plan import LMHParams, Plan, Turns
-from jaxmarl_llm.train.lm_seats import loss_view, model_weights, per_agent
+from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens, model_weights
+from jaxmarl_llm.train.lm.plan import LMHParams, Plan, Turns
+from jaxmarl_llm.train.lm.seats import loss_view, per_agent
 
 Scores = tuple  # (logprob, entropy, value), each [B, N, A_l, M]
 

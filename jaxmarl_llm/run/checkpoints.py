@@ -2,7 +2,7 @@
 
 Because the runner state is everything the next update depends on, restoring
 it and running on gives bit-for-bit the numbers the uninterrupted run would
-have produced. Under several processes (train/multihost.py) every process calls save and
+have produced. Under several processes (parallel/multihost.py) every process calls save and
 restore with the same global state: orbax writes each shard from the process that holds it, and the
 metadata from the primary. A restore places every array on the shardings of `like` (never the device ids recorded
 at save), so a run saved by N processes resumes with another process count over the same mesh
@@ -25,8 +25,8 @@ import jax
 import orbax.checkpoint as ocp
 from orbax.checkpoint import options as ocp_options
 
-from jaxmarl_llm.train import multihost
-from jaxmarl_llm.train.errors import DiskFullError
+from jaxmarl_llm.parallel import multihost
+from jaxmarl_llm.errors import DiskFullError
 
 MB = 2**20
 

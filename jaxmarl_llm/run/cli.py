@@ -4,7 +4,7 @@
 a bare AttributeError deep in flag parsing (and an unknown `configs/NAME.py:VARIANT`
 with a traceback); `check_overrides` runs first and names the key, or the file
 and variant, instead. Every such mistake is one line on stderr and exit status 2;
-a run that diverged (train/runner.py) is one line on stderr and exit status 3.
+a run that diverged (run/runner.py) is one line on stderr and exit status 3.
 `--verbose` (or JAXMARL_VERBOSE=1) prints the traceback behind such a line.
 """
 
@@ -80,7 +80,7 @@ def verbose() -> bool:
 
 class _ThreadErrorsReachTheCaller(logging.Filter):
     """Drop orbax's log of an exception in one of its writer threads: orbax stores it and raises it again in the
-    caller (train/checkpoints.py), where main_guard reports it once; logged, a full disk was 240 lines of the
+    caller (run/checkpoints.py), where main_guard reports it once; logged, a full disk was 240 lines of the
     same error before the real traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -115,12 +115,12 @@ def _stop(message: str, status: int, at_once: bool = False) -> NoReturn:
 def main_guard(fn):
     """Run fn(); turn the errors a user must act on into one line on stderr (the traceback under --verbose):
     config errors, env keywords an env refuses (envs/registry.py EnvArgumentError), model folders that do not match
-    the config (models/hf.py CheckpointError) and a full disk (train/errors.py DiskFullError, or any error caused by
-    ENOSPC / EDQUOT) exit with status 2; a diverged run (train/errors.py DivergenceError: the metric, the update,
+    the config (models/hf.py CheckpointError) and a full disk (errors.py DiskFullError, or any error caused by
+    ENOSPC / EDQUOT) exit with status 2; a diverged run (errors.py DivergenceError: the metric, the update,
     the last checkpoint kept) with status 3. Any other error is a bug and keeps its traceback."""
     from jaxmarl_llm.envs.registry import EnvArgumentError
     from jaxmarl_llm.models.hf import CheckpointError
-    from jaxmarl_llm.train.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
+    from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
 
     script = fn.__module__ == "__main__"  # experiments/*.py run as a program, not a test calling main_guard
 
@@ -198,7 +198,7 @@ def distributed_settings(environ: Mapping[str, str]) -> dict[str, Any] | None:
 
 def maybe_init_distributed(environ: Mapping[str, str] | None = None) -> None:
     """Join this process to its group (distributed_settings) before any jax computation: jax.devices() is then
-    every process's devices and the trainers' mesh spans them all (train/multihost.py). CPU processes exchange
+    every process's devices and the trainers' mesh spans them all (parallel/multihost.py). CPU processes exchange
     collectives through gloo (set here unless the environment chose another implementation)."""
     settings = distributed_settings(os.environ if environ is None else environ)
     if settings is None:

@@ -1,4 +1,4 @@
-"""What the run loop needs to run as one of several processes (jax.distributed, train/cli.py).
+"""What the run loop needs to run as one of several processes (jax.distributed, run/cli.py).
 
 Every process runs the same program on its own devices of one global mesh; they must take the same decisions
 (run or stop, save or not) in the same order, or the next collective waits forever. So every process reads the

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from jaxmarl_llm.envs import registry
 from jaxmarl_llm.policies.lm_policy import LMPolicy, build_model, make_policy
-from jaxmarl_llm.train.errors import ConfigError
+from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer
 
 
@@ -30,7 +30,7 @@ def setup_lm(config, env=None) -> LMSetup:
     if env is None:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
     mesh = config.get("mesh") or {}
-    # a base sharded over mesh.fsdp devices stays in host memory until train/mesh.py places its blocks
+    # a base sharded over mesh.fsdp devices stays in host memory until parallel/mesh.py places its blocks
     cfg, base = build_model(config.model, tokenizer, config.model.init_seed, host=int(mesh.get("fsdp", 1)) > 1)
     acting = config.get("policy") or {}
     actions = acting.get("actions", "free")

@@ -10,10 +10,10 @@ class ConfigError(ValueError):
 
 
 class DivergenceError(FloatingPointError):
-    """A run stopped because it diverged (train/runner.py): a non-finite metric, or a `config.stop` bound crossed.
+    """A run stopped because it diverged (run/runner.py): a non-finite metric, or a `config.stop` bound crossed.
 
     The message is one line naming the metric, the update and the last checkpoint kept (the diverged chunk is never
-    saved); experiments/*.py print it and exit with EXIT_STATUS (train/cli.py main_guard). A FloatingPointError, so
+    saved); experiments/*.py print it and exit with EXIT_STATUS (run/cli.py main_guard). A FloatingPointError, so
     code that caught the earlier NaN stop still catches it."""
 
     EXIT_STATUS = 3
@@ -26,10 +26,10 @@ class DivergenceError(FloatingPointError):
 class DiskFullError(OSError):
     """A run stopped because a write found no space (ENOSPC / EDQUOT) on its disk.
 
-    Raised by train/runner.py with the file, the update and the last complete checkpoint (a checkpoint is written
+    Raised by run/runner.py with the file, the update and the last complete checkpoint (a checkpoint is written
     to a temporary folder and renamed when complete, so a failed save never replaces a good one; metrics.csv rows
     past the checkpoint, and a torn last row, are dropped on resume). experiments/*.py print the one line and exit
-    with EXIT_STATUS (train/cli.py main_guard)."""
+    with EXIT_STATUS (run/cli.py main_guard)."""
 
     EXIT_STATUS = 2
 

@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from jaxmarl_llm.train.errors import ConfigError
+from jaxmarl_llm.errors import ConfigError
 
 CONFIG_FILE = "config.json"  # in the run directory (a HF model's config.json lives in model/ or elsewhere)
 FINGERPRINT_KEY = "_model_fingerprint"

@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from jaxmarl_llm.train.config import ConfigError
+from jaxmarl_llm.errors import ConfigError
 
 
 def read_objects(path: str, where: str, example: str, what: str) -> list[tuple[str, Any]]:

@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmarl_llm.train.errors import ConfigError
-from jaxmarl_llm.train.lm_plan import Plan, Turns
+from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
+from jaxmarl_llm.errors import ConfigError
+from jaxmarl_llm.train.lm.plan import Plan, Turns
 
-SCRIPTED_KINDS = ("random", "minimax")
 
 
 def parse_agent_map(value) -> dict[int, str]:
@@ -51,7 +51,7 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
             raise ConfigError(f"config.scripted_agents: agent {i} does not exist ({a} agents)")
         if not hasattr(env, "opponent_action"):
             raise ConfigError(f"config.scripted_agents: {type(env).__name__} has no built-in `opponent_action`")
-        if kind not in SCRIPTED_KINDS:
+        if kind not in BUILTIN_PLAYERS:
             raise ConfigError(f"config.scripted_agents: agent {i} kind {kind!r}; expected 'random' or 'minimax'")
     groups = tuple(config.adapter_of_agent)
     if groups:
@@ -63,7 +63,7 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
                               "opponent_pool (they place adapters themselves)")
     if set(scripted) & set(config.frozen_agents):
         raise ConfigError("config.scripted_agents: an agent cannot be both scripted and in frozen_agents")
-    league = any(config.opponent_pool[kind] for kind in SCRIPTED_KINDS)
+    league = any(config.opponent_pool[kind] for kind in BUILTIN_PLAYERS)
     if (league or config.in_graph_eval.every) and not hasattr(env, "opponent_action"):
         key = "opponent_pool.random" if league else "in_graph_eval.every"
         raise ConfigError(f"config.{key}: {type(env).__name__} has no built-in players (`opponent_action`)")
@@ -99,7 +99,7 @@ def seat_layout(config, num_agents: int, scripted: dict[int, str]) -> dict[str, 
         scripted=tuple(sorted(scripted.items())),
         pool_size=pool_size,
         refresh_every=int(config.opponent_pool.refresh_every),
-        league=tuple((kind, float(config.opponent_pool[kind])) for kind in SCRIPTED_KINDS
+        league=tuple((kind, float(config.opponent_pool[kind])) for kind in BUILTIN_PLAYERS
                      if config.opponent_pool[kind] > 0),
     )
 
@@ -139,10 +139,6 @@ def league_opponents(plan: Plan, key: jax.Array, gid: jax.Array) -> jax.Array:
     return jnp.where(kind < len(plan.league), kind + 1, 0).astype(jnp.int32)
 
 
-def model_weights(trainable, base, reference: bool = False):
-    """The base weights the policy runs: its own trained copy with `train_base` (trainable["base"]), else the
-    frozen base. The KL reference is always the frozen (initial) base."""
-    return base if reference else trainable.get("base", base)
 
 
 def per_agent(plan: Plan, trainable, agents: tuple[int, ...]):

@@ -9,7 +9,7 @@
     result = spec.after_training(config, trainer, result)  # exports, held-out evaluation
 
 Adding a trainer = its module (make_train), its config module (defaults + validator) and one line below.
-experiments/*.py, train/entry.py and train/evaluate.py never branch on the kind.
+experiments/*.py, run/entry.py and evaluation/evaluate.py never branch on the kind.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import jax
 
 from jaxmarl_llm.train import dpo, lm_rl, mlp_ppo, sft
 from jaxmarl_llm.train.config import validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft
-from jaxmarl_llm.train.evaluate import SeatWeights, evaluate_trainer, shared_seat_weights, slot_seat_weights
+from jaxmarl_llm.evaluation.evaluate import SeatWeights, evaluate_trainer, shared_seat_weights, slot_seat_weights
 
 
 def _keep(config, trainer, result: dict) -> dict:
@@ -52,7 +52,7 @@ class TrainerSpec(NamedTuple):
 
 
 def heldout_eval(config, trainer, state, num_episodes: int | None = None) -> dict[str, float]:
-    """Greedy results of a trained LM run's `state` on its env's held-out split (train/evaluate.py)."""
+    """Greedy results of a trained LM run's `state` on its env's held-out split (evaluation/evaluate.py)."""
     weights = TRAINERS[config.get("trainer", "mlp_ppo")].seat_weights(trainer, jax.device_get(state))
     return evaluate_trainer(config, trainer, weights, num_episodes)
 

@@ -10,7 +10,7 @@ Success is the env's `solved` info when it reports one, else a positive
 episode return (summed over agents). `reset(i) -> (obs, state)` picks episode
 i's start (e.g. every held-out secret once); by default episodes start from
 `env.reset(key_i)`. `evaluate_trainer` glues this to a trained run's `SeatWeights`
-(train/trainers.py's `heldout_eval` takes any trainer's state).
+(run/trainers.py's `heldout_eval` takes any trainer's state).
 """
 
 from __future__ import annotations
@@ -24,21 +24,12 @@ import numpy as np
 
 from jax.sharding import PartitionSpec as P
 
+from jaxmarl_llm.envs.text.base import INFO_RATIOS
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.models import fsdp
-from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.train import mesh as mesh_lib
-from jaxmarl_llm.train.lm_seats import model_weights
+from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
+from jaxmarl_llm.parallel import mesh as mesh_lib
 
-# rates over moves that games report as a pair of 0/1 info counts, {rate: (hits, tries)}: counted for the seat
-# that moved, summed over seats, turns and episodes (twenty questions' LM answerer: replies equal to the oracle's,
-# over every listed question and over those whose truth is Yes, which "always No" gets all wrong)
-INFO_RATIOS: dict[str, tuple[str, str]] = {"answer_accuracy": ("answer_correct", "answered"),
-                                           "yes_answer_accuracy": ("answer_correct_yes", "answered_yes"),
-                                           # debate's LM judge: verdicts equal to the rule judge's (no rule draws)
-                                           "judge_agreement": ("judge_agrees", "judged"),
-                                           # debate: markers a speech adds to its debater's score (the rule's count)
-                                           "markers_per_speech": ("new_markers", "spoke")}
 
 # (key, tokens [A, L], length [A], valid [A, K]: env.candidate_mask) -> action [A, M]
 Actor = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], TextAction]
@@ -163,7 +154,7 @@ def evaluate_sharded(env, policy: LMPolicy, weights: "SeatWeights", mesh, num_ep
                      key: jax.Array | None = None, reset: Callable | None = None,
                      compiler_options: dict[str, str] | None = None) -> dict[str, float]:
     """`evaluate` of `policy` (its sampling as given) with the base weights sharded over the mesh's `fsdp` axis
-    (a base that does not fit one device, train/mesh.py): each device plays its share of the episodes, padded up
+    (a base that does not fit one device, parallel/mesh.py): each device plays its share of the episodes, padded up
     to a multiple of the device count (the extra ones dropped), gathering one layer at a time. The same episodes,
     keys and results as `evaluate` on one device (tests/test_fsdp.py)."""
     key = jax.random.PRNGKey(0) if key is None else key
@@ -198,7 +189,7 @@ def heldout_env(config, tokenizer):
 
 
 class SeatWeights(NamedTuple):
-    """What every seat of a trained LM run acts with (a trainer's `seat_weights` hook, train/trainers.py)."""
+    """What every seat of a trained LM run acts with (a trainer's `seat_weights` hook, run/trainers.py)."""
 
     params: Any  # the base params every seat runs
     trainable: Any | None  # leaves [A, ...]: each agent's trainable weights, or None (the bare base)

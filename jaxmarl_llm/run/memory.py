@@ -65,9 +65,9 @@ def lm_rl_memory(cfg: ModelConfig, *, num_devices: int, fsdp: int, num_envs: int
     out["gradients (transient)"] = lora + heads
     # exact: the rollout's KV cache, [N, rows, context, Hkv, head_dim] for keys and for values
     out["KV cache (rollout)"] = 2 * n * envs * lm_seats * context * kv * cb
-    # the movers' rows are taken out of it for a turn (train/lm_rollout.py act_incremental): a copy
+    # the movers' rows are taken out of it for a turn (train/lm/rollout.py act_incremental): a copy
     out["KV cache: movers' rows (transient copy)"] = 2 * n * envs * (movers or lm_seats) * context * kv * cb
-    # estimate, the loss of one microbatch (train/lm_scoring.py): `tokens` = rows x width. A layer's
+    # estimate, the loss of one microbatch (train/lm/scoring.py): `tokens` = rows x width. A layer's
     # intermediates are ~(4 D + 2 Q + 2 KV + 3 F) values a token (norms, q/k/v, attention out, the MLP's three;
     # attention keeps only a logsumexp). Sharded (fsdp > 1) every layer is rematerialised (models/fsdp.py): only
     # its input [tokens, D] stays for the backward; whole (fsdp = 1) autodiff keeps every layer's intermediates.
