@@ -17,7 +17,7 @@ from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.lm import seats as lm_seats
 from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
 from jaxmarl_llm.errors import ConfigError
-from jaxmarl_llm.train.lm.scoring import episode_seqs, score
+from jaxmarl_llm.train.lm.paths import episode_seqs, score
 
 V, M, EOS = 11, 6, 1
 

@@ -23,7 +23,7 @@ def test_eight_devices_match_one(algo, shared):
     if len(jax.devices()) < 8:
         pytest.skip("needs XLA_FLAGS=--xla_force_host_platform_device_count=8 (set by conftest)")
     config = spread_mlp.get_config()
-    config.num_envs, config.num_steps, config.algo, config.share_params = 16, 32, algo, shared
+    config.num_envs, config.num_steps, config.critic.kind, config.share_params = 16, 32, algo, shared
     one_state, one_metrics = _one_update(config, 1)
     eight_state, eight_metrics = _one_update(config, 8)
     for a, b in zip(jax.tree.leaves(one_state.params), jax.tree.leaves(eight_state.params)):

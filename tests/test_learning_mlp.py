@@ -13,7 +13,7 @@ RANDOM_TEAM_RETURN = -80.0  # uniform random policy on simple_spread N=3, 25-ste
 
 def _curve(algo: str, timesteps: int) -> np.ndarray:
     config = spread_mlp.get_config()
-    config.algo = algo
+    config.critic.kind = algo
     config.total_timesteps = timesteps
     trainer = mlp_ppo.make_train(config)
     _, metrics = jax.jit(trainer.train)(jax.random.PRNGKey(0), trainer.hparams)

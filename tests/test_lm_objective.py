@@ -7,7 +7,7 @@ import pytest
 from test_lm_rl import CharClassGame
 
 from jaxmarl_llm.algos import lm_objective
-from jaxmarl_llm.algos.lm_objective import ALGORITHMS, Algorithm
+from jaxmarl_llm.algos.lm_objective import ALGORITHMS, Algorithm, EstimatorInput
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
 from jaxmarl_llm.train.lm.setup import build_tokenizer
@@ -20,7 +20,8 @@ def _rewards(t=3, n=8, a=2, seed=0):
 @pytest.mark.parametrize("name", ["grpo", "rloo"])
 def test_group_baselines_match_brute_force(name):
     reward, group = _rewards(), 4
-    adv, ret = ALGORITHMS[name].advantages(reward, None, None, None, group_size=group, normalize_std=True)
+    adv, ret, _ = ALGORITHMS[name].advantages(EstimatorInput(reward, None, None, None, _all_seats, group_size=group),
+                                              None, None)
     returns = np.asarray(reward).sum(0)  # [N, A]
     want = np.zeros_like(returns)
     for a in range(returns.shape[1]):
@@ -34,10 +35,28 @@ def test_group_baselines_match_brute_force(name):
     assert not np.asarray(ret).any()  # no critic: no value targets
 
 
-def median_baseline(reward, value, acted, hp, *, group_size, normalize_std):
+def _all_seats(x):
+    return x  # every seat learns: the loss view is the whole record
+
+
+def test_magrpo_credits_every_seat_with_the_team_advantage():
+    """MAGRPO (aligned): each seat's advantage is the group-normalised team return (every seat's summed)."""
+    reward, group = _rewards(), 4
+    adv, ret, _ = ALGORITHMS["magrpo"].advantages(EstimatorInput(reward, None, None, None, _all_seats,
+                                                                 group_size=group), None, None)
+    team = np.asarray(reward).sum((0, 2))  # [N]
+    want = np.zeros_like(team)
+    for g in range(team.shape[0] // group):
+        r = team[g * group:(g + 1) * group]
+        want[g * group:(g + 1) * group] = (r - r.mean()) / (r.std(ddof=1) + 1e-4)
+    np.testing.assert_allclose(np.asarray(adv), np.broadcast_to(want[None, :, None], reward.shape), rtol=1e-3,
+                               atol=1e-4)
+    assert not np.asarray(ret).any()
+
+
+def median_baseline(x: EstimatorInput, hp, state):
     """docs/forking.md's example: the episode return minus its group's median."""
-    del value, acted, hp, normalize_std
-    return lm_objective._per_episode(lambda g: g - jnp.median(g, axis=-1, keepdims=True), reward, group_size)
+    return (*lm_objective._per_episode(lambda g: g - jnp.median(g, axis=-1, keepdims=True), x), state)
 
 
 def _tiny_config(group_size: int):
@@ -54,7 +73,7 @@ def test_new_algorithm_through_the_registry(monkeypatch):
     """One registry line makes a new estimator a valid `config.algo` that trains; unknown names list the choices."""
     c = _tiny_config(group_size=4)
     c.algo = "grpo_median"
-    with pytest.raises(ConfigError, match="config.algo: must be ppo, grpo, rloo or rae, got 'grpo_median'"):
+    with pytest.raises(ConfigError, match="config.algo: must be ppo, grpo, rloo, magrpo or rae, got 'grpo_median'"):
         validate_lm_rl(c)
     monkeypatch.setitem(ALGORITHMS, "grpo_median", Algorithm(median_baseline, lm_objective.clipped_grpo, critic=False))
     validate_lm_rl(c)
@@ -68,7 +87,8 @@ def test_new_algorithm_through_the_registry(monkeypatch):
     # the estimator against brute force on the rollout the update played (same key)
     turns, seats, _ = jax.jit(trainer.rollout)(jax.random.split(state.key, 3)[1], trainer.base, state.trainable,
                                                state.pool, jnp.arange(c.num_envs))
-    adv, _ = median_baseline(turns.reward, None, None, None, group_size=c.group_size, normalize_std=True)
+    adv, _, _ = median_baseline(EstimatorInput(turns.reward, None, None, None, _all_seats, group_size=c.group_size),
+                                None, None)
     returns = np.asarray(turns.reward).sum(0).reshape(-1, c.group_size, 2)
     np.testing.assert_allclose(np.asarray(adv)[0].reshape(-1, c.group_size, 2),
                                returns - np.median(returns, axis=1, keepdims=True), atol=1e-6)
@@ -84,17 +104,16 @@ def test_rae_baselines_match_a_hand_computed_example():
     class HP:
         rae_decay = 0.9
 
-    adv, ret, base = ALGORITHMS["rae"].advantages(reward, None, None, HP, group_size=1, normalize_std=True,
-                                                   state=jnp.asarray([0.5, -0.5]), learns=learns, axis_name=None)
+    adv, ret, base = ALGORITHMS["rae"].advantages(EstimatorInput(reward, None, None, learns, _all_seats), HP,
+                                                   jnp.asarray([0.5, -0.5]))
     # role 0 learns in envs 0, 2 (mean 0.5): 0.9 * 0.5 + 0.1 * 0.5 = 0.5; role 1 in envs 1, 3 (mean 0): -0.45
     np.testing.assert_allclose(np.asarray(base), [0.5, -0.45], atol=1e-6)
     want = np.asarray([[0.5, 0.0], [0.0, 1.45], [-0.5, 0.0], [0.0, -0.55]])
     np.testing.assert_allclose(np.asarray(adv), np.broadcast_to(want, reward.shape), atol=1e-6)
     assert not np.asarray(ret).any()
     # a role that does not learn in this batch keeps its baseline
-    _, _, kept = ALGORITHMS["rae"].advantages(reward, None, None, HP, group_size=1, normalize_std=True,
-                                              state=jnp.asarray([0.5, -0.5]), learns=learns.at[:, 1].set(False),
-                                              axis_name=None)
+    _, _, kept = ALGORITHMS["rae"].advantages(EstimatorInput(reward, None, None, learns.at[:, 1].set(False),
+                                                             _all_seats), HP, jnp.asarray([0.5, -0.5]))
     np.testing.assert_allclose(np.asarray(kept), [0.5, -0.5], atol=1e-6)
 
 

@@ -264,7 +264,7 @@ def test_lora_plus_steps_b_by_the_ratio():
     config.lora.lr_ratio = 4.0
     config.critic.lr = 0.5
     trainer = _make(config)
-    plan = dataclasses.replace(trainer.plan, critic_lr=True)
+    plan = dataclasses.replace(trainer.plan, critic_optimizer=True)
     tx = lm_rl.make_tx(plan, trainer.hparams)
     params = {"lora": {"q": {"a": jnp.zeros((2, 3)), "b": jnp.zeros((3, 2))}}, "critic": {"w": jnp.zeros((2,))}}
     # a constant gradient: Adam's normalised first step is 1, so each leaf moves by its own learning rate
@@ -326,3 +326,48 @@ def test_entropy_guard_reads_only_updates_that_trained():
     said = guard.check([{"update": 3, "entropy": 0.4}, {"update": 4, "entropy": 0.1}])
     assert len(said) == 1 and "entropy 0.4 < guard.min_entropy=0.5 at update 3" in said[0]
     assert guard.check([{"update": 5, "entropy": 0.05}]) == []  # once
+
+
+@pytest.mark.parametrize("key,values,updates,metric", [
+    ("kl_estimator", ("k1", "k3"), 2, "kl_ref"),  # update 1 plays the reference itself: KL 0 for every estimator
+    ("grpo_normalize_std", (True, False), 1, "grad_norm"),  # Dr.GRPO: advantages not divided by the group's std
+    ("loss_aggregation", ("sequence", "token"), 1, "grad_norm"),
+])
+def test_objective_knobs_reach_the_update(key, values, updates, metric):
+    """Each objective setting changes what an update computes (same seed, same rollout), and only the metric it
+    should: the episodes played are the same."""
+    out = {}
+    for value in values:
+        config = _config("grpo", kl_coef=0.1, **{key: value})
+        _, metrics = _run(_make(config), updates)
+        out[value] = {k: float(v[-1]) for k, v in metrics.items()}
+    a, b = (out[v] for v in values)
+    assert a[metric] != pytest.approx(b[metric], rel=1e-3), f"{key}: {metric} {a[metric]} vs {b[metric]}"
+    if updates == 1:
+        assert a["episode_return"] == b["episode_return"]  # the same rollout
+
+
+def test_model_init_seed_draws_the_random_base():
+    """model.init_seed picks the random base's weights (a run's seed does not): equal seeds, equal weights."""
+    def base(seed):
+        config = _config("grpo")
+        config.model.init_seed = seed
+        return jax.tree.leaves(_make(config).base)
+
+    zero, again, one = base(0), base(0), base(1)
+    assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(zero, again))
+    assert not all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(zero, one))
+
+
+def test_loss_aggregation_must_be_known():
+    with pytest.raises(ConfigError, match="config.loss_aggregation: must be one of"):
+        validate_lm_rl(_config("grpo", loss_aggregation="mean"))
+
+
+def test_magrpo_trains_on_the_team_return():
+    """algo='magrpo' through the trainer: groups of 8, each seat credited with its group's team advantage; the
+    team return rises by more than 0.8 (of 2) over 30 updates from a random model (measured: 0.49 -> 1.84)."""
+    trainer = _make(_config("magrpo"))
+    _, metrics = _run(trainer, 30)
+    curve = np.asarray(metrics["team_return"])
+    assert curve[-5:].mean() > curve[:5].mean() + 0.8, f"team return {curve[:5].mean():.2f} -> {curve[-5:].mean():.2f}"

@@ -110,18 +110,3 @@ def grpo_loss(
     metrics["clip_frac"] = shard_mean(clipped.astype(jnp.float32), m, axis_name)
     metrics["approx_kl"] = shard_mean((ratio - 1.0) - jnp.log(ratio), m, axis_name)
     return loss, metrics
-
-
-def dr_grpo_loss(
-    log_prob: jax.Array,  # [..., M]
-    old_log_prob: jax.Array,  # [..., M]
-    advantages: jax.Array,  # [...] from dr_grpo_advantages, or [..., M]
-    mask: jax.Array,  # [..., M] bool
-    ref_log_prob: jax.Array | None = None,
-    *,
-    max_len: int | None = None,  # the generation budget; default M
-    **kw,
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """`grpo_loss` with Dr.GRPO's normalization: each sample's token sum / a constant max_len."""
-    return grpo_loss(log_prob, old_log_prob, advantages, mask, ref_log_prob, aggregation="constant",
-                     max_len=max_len, **kw)

@@ -2,12 +2,12 @@
 
 An algorithm is one registry entry, so the trainer never asks `if algo == ...`:
 
-    algo = ALGORITHMS[config.algo]
-    adv, ret = algo.advantages(reward, value, acted, hp, group_size=G, normalize_std=True)   # [T, N, A]
+    algo = algorithm(config.algo, config.credit)                  # ALGORITHMS["ppo"], or its token-credit twin
+    adv, ret, state = algo.advantages(EstimatorInput(...), hp, state)   # [T, N, A_l(, M)]: the seats that learn
     loss, metrics = lm_loss(algo, Scored(...), hp, ...)
 
-Adding an estimator (docs/forking.md walks through one): write `advantages(...)` with the signature below,
-add `ALGORITHMS["name"] = Algorithm(advantages, <a policy loss>, critic=False)`, and `--config.algo=name`
+Adding an estimator (docs/forking.md walks through one): write `advantages(x, hp, state)` with the signature
+below, add `ALGORITHMS["name"] = Algorithm(advantages, <a policy loss>, critic=False)`, and `--config.algo=name`
 works in train.py and sweep.py. `hp` is any object with the fields a function reads (the trainer's LMHParams).
 """
 
@@ -18,67 +18,92 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxmarl_llm.algos import grpo, kl, rae, rloo
+from jaxmarl_llm.algos import grpo, kl, magrpo, rae, rloo
 from jaxmarl_llm.algos.gae import own_turn_gae
 from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss, shard_mean
 from jaxmarl_llm.algos.token_credit import own_turn_token_gae
 
 
+class EstimatorInput(NamedTuple):
+    """What an advantage estimator may read: every seat's record [T, N, A], and how to keep the seats that learn."""
+
+    reward: jax.Array  # [T, N, A]
+    value: jax.Array | None  # [T, N, A] the critic's value at each turn (None without a critic)
+    acted: jax.Array | None  # [T, N, A] bool: the seat chose an action
+    learns: jax.Array | None  # [N, A] bool: the seat learns in this episode
+    to_loss: Callable  # [T, N, A, ...] -> [T, N, A_l, ...]: the seats that enter the loss
+    group_size: int = 1  # envs come in groups of this size that share a seed (GRPO / RLOO groups)
+    normalize_std: bool = True  # GRPO: divide by the group's std (False: Dr.GRPO)
+    axis_name: str | None = None  # the data axis, for estimators that reduce over the whole batch
+    token_value: jax.Array | None = None  # [T, N, A_l, M] token-level estimators: each generated token's value
+    token_mask: jax.Array | None = None  # [T, N, A_l, M] bool: the tokens that enter the loss
+
+
 class Algorithm(NamedTuple):
-    # (reward [T, N, A], value [T, N, A], acted [T, N, A] bool, hp, *, group_size, normalize_std)
-    #   -> (advantage [T, N, A], value target [T, N, A]); envs come in groups of `group_size` that share a seed
+    # (x: EstimatorInput, hp, state) -> (advantage, value target, new state), each [T, N, A_l] (token-level:
+    # [T, N, A_l, M]); `state` is None unless `init_state` is set
     advantages: Callable
     # (logprob, old_logprob, token_adv, token_mask, entropy [B, N, A, M], hp, *, aggregation, axis_name)
     #   -> (loss, metrics)
     policy_loss: Callable
     critic: bool  # learns a value: its loss joins the policy loss (PPO); group baselines need none
     groups: bool = True  # compares the episodes of a group (group_size >= 2): GRPO, RLOO
-    # stateful estimators (RAE's running baselines): init_state(num_agents) -> state; `advantages` then also
-    # takes state=, learns= [N, A] bool, axis_name= and returns (advantage, value target, new state)
+    # stateful estimators (RAE's running baselines): init_state(num_agents) -> the state the runner carries
     init_state: Callable | None = None
+    # the estimator reads a value per generated token (x.token_value): the trainer scores the rollout for it
+    token_values: bool = False
 
 
 # ---- advantages ---------------------------------------------------------------------------------------
 
-def turn_gae(reward, value, acted, hp, *, group_size: int, normalize_std: bool):
+def turn_gae(x: EstimatorInput, hp, state):
     """PPO: GAE over each seat's own turns (others' moves are part of its environment)."""
-    del group_size, normalize_std
-    return own_turn_gae(reward, value, acted, hp.gamma, hp.gae_lambda)
+    adv, ret = own_turn_gae(x.reward, x.value, x.acted, hp.gamma, hp.gae_lambda)
+    return x.to_loss(adv), x.to_loss(ret), state
 
 
-def _per_episode(estimate: Callable, reward: jax.Array, group_size: int):
+def token_gae(x: EstimatorInput, hp, state):
+    """PPO with token-level credit: GAE over each learning seat's generated tokens, turn after turn (the turn's
+    reward on its last token). -> (adv, ret) [T, N, A_l, M]."""
+    adv, ret = own_turn_token_gae(x.to_loss(x.reward), x.token_value, x.token_mask, hp.gamma, hp.gae_lambda)
+    return adv, ret, state
+
+
+def _per_episode(estimate: Callable, x: EstimatorInput):
     """Episode returns [N, A] grouped [A, N/G, G] -> `estimate` -> every turn of an episode gets its advantage."""
-    returns = reward.sum(0)  # [N, A]
-    grouped = jnp.moveaxis(returns.reshape(-1, group_size, returns.shape[-1]), -1, 0)  # [A, N/G, G]
+    returns = x.reward.sum(0)  # [N, A]
+    grouped = jnp.moveaxis(returns.reshape(-1, x.group_size, returns.shape[-1]), -1, 0)  # [A, N/G, G]
     adv = jnp.moveaxis(estimate(grouped), 0, -1).reshape(returns.shape)  # [N, A]
-    adv = jnp.broadcast_to(adv[None], reward.shape)
+    adv = x.to_loss(jnp.broadcast_to(adv[None], x.reward.shape))
     return adv, jnp.zeros_like(adv)
 
 
-def group_normalized(reward, value, acted, hp, *, group_size: int, normalize_std: bool):
+def group_normalized(x: EstimatorInput, hp, state):
     """GRPO: the episode return minus its group's mean (divided by the group's std unless Dr.GRPO)."""
-    del value, acted, hp
-    return _per_episode(lambda g: grpo.group_advantages(g, normalize_std=normalize_std), reward, group_size)
+    return (*_per_episode(lambda g: grpo.group_advantages(g, normalize_std=x.normalize_std), x), state)
 
 
-def leave_one_out(reward, value, acted, hp, *, group_size: int, normalize_std: bool):
+def leave_one_out(x: EstimatorInput, hp, state):
     """RLOO: the episode return minus the mean of the other episodes of its group."""
-    del value, acted, hp, normalize_std
-    return _per_episode(rloo.rloo_advantages, reward, group_size)
+    return (*_per_episode(rloo.rloo_advantages, x), state)
 
 
-def role_baselines(reward, value, acted, hp, *, group_size: int, normalize_std: bool, state, learns, axis_name):
+def team_group_normalized(x: EstimatorInput, hp, state):
+    """MAGRPO (aligned): one joint reward per episode, the team's return (every seat's summed); each seat's sample is
+    credited with the team return's group advantage, for cooperative games."""
+    team = jnp.broadcast_to(x.reward.sum(-1, keepdims=True), x.reward.shape)  # [T, N, A]
+
+    def estimate(grouped):  # [A, N/G, G], every seat the same team return
+        return magrpo.aligned_advantages(grouped[0], grouped.shape[0], normalize_std=x.normalize_std)
+
+    return (*_per_episode(estimate, x._replace(reward=team)), state)
+
+
+def role_baselines(x: EstimatorInput, hp, state):
     """RAE: the episode return minus a running mean of its role's returns (algos/rae.py); state = baselines [A]."""
-    del value, acted, group_size, normalize_std
-    adv, state = rae.role_advantages(reward.sum(0), learns, state, hp.rae_decay, axis_name)  # [N, A]
-    adv = jnp.broadcast_to(adv[None], reward.shape)
+    adv, state = rae.role_advantages(x.reward.sum(0), x.learns, state, hp.rae_decay, x.axis_name)  # [N, A]
+    adv = x.to_loss(jnp.broadcast_to(adv[None], x.reward.shape))
     return adv, jnp.zeros_like(adv), state
-
-
-def token_advantages(reward, token_value, token_mask, hp):
-    """PPO with token-level credit: GAE over each seat's generated tokens, turn after turn (the turn's reward on
-    its last token). reward [T, N, A], token_value / token_mask [T, N, A, M] -> (adv, ret) [T, N, A, M]."""
-    return own_turn_token_gae(reward, token_value, token_mask, hp.gamma, hp.gae_lambda)
 
 
 # ---- policy losses ------------------------------------------------------------------------------------
@@ -105,12 +130,25 @@ def reinforce(logprob, old_logprob, token_adv, token_mask, entropy, hp, *, aggre
     return rloo.rloo_loss(logprob, token_adv, token_mask, axis_name=axis_name)
 
 
+# `--config.algo` picks an entry; `--config.credit=token` picks the entry's token-level twin, "<algo>/token"
 ALGORITHMS: dict[str, Algorithm] = {
     "ppo": Algorithm(turn_gae, clipped_ppo, critic=True, groups=False),
+    "ppo/token": Algorithm(token_gae, clipped_ppo, critic=True, groups=False, token_values=True),
     "grpo": Algorithm(group_normalized, clipped_grpo, critic=False),
     "rloo": Algorithm(leave_one_out, reinforce, critic=False),
+    "magrpo": Algorithm(team_group_normalized, clipped_grpo, critic=False),
     "rae": Algorithm(role_baselines, clipped_grpo, critic=False, groups=False, init_state=rae.init_baselines),
 }
+
+
+def registry_key(algo: str, credit: str = "turn") -> str:
+    """The `ALGORITHMS` key of `--config.algo` with `--config.credit`: "ppo", or "ppo/token" for token credit."""
+    return algo if credit == "turn" else f"{algo}/{credit}"
+
+
+def algo_names() -> tuple[str, ...]:
+    """The values `--config.algo` takes (credit variants are chosen by `--config.credit`)."""
+    return tuple(k for k in ALGORITHMS if "/" not in k)
 
 
 # ---- the loss on given scores ---------------------------------------------------------------------------

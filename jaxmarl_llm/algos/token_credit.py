@@ -1,4 +1,4 @@
-"""Turn-level credit on generated tokens: reward placement, token-level GAE, token PPO.
+"""Turn-level credit on generated tokens: reward placement and token-level GAE (PPO with `credit="token"`).
 
 An LM agent's action is a turn of M generated tokens; the env pays one scalar
 per turn. Token-level PPO treats every generated token as a step: the turn
@@ -19,9 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxmarl_llm.algos.gae import gae
-from jaxmarl_llm.algos.kl import KLKind, masked_kl
 from jaxmarl_llm.algos.masked import where_mask
-from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss, shard_mean
 
 
 def last_token_mask(mask: jax.Array) -> jax.Array:
@@ -87,35 +85,6 @@ def token_gae(
     return adv, where_mask(adv + v, m)
 
 
-def token_ppo_loss(
-    log_prob: jax.Array,  # [..., M] current policy, sampled tokens
-    old_log_prob: jax.Array,  # [..., M] when sampling
-    advantages: jax.Array,  # [..., M] e.g. from token_gae
-    values: jax.Array,  # [..., M] current critic
-    old_values: jax.Array,  # [..., M] critic when sampling
-    returns: jax.Array,  # [..., M]
-    entropy: jax.Array,  # [..., M]
-    mask: jax.Array,  # [..., M] bool: real generated tokens of active agents
-    coefs: PPOCoefs = PPOCoefs(),
-    ref_log_prob: jax.Array | None = None,  # [..., M] reference policy; None -> no KL term
-    kl_coef: float | jax.Array = 0.0,
-    kl_kind: KLKind = "k3",
-    axis_name: str | None = None,
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """`ppo.ppo_loss` over real tokens (token mean) + kl_coef * token-mean KL to the reference.
-
-    Masked inputs are zeroed first, so garbage there changes nothing. Use either this
-    KL loss term or a KL reward penalty (`kl.kl_penalized_rewards`), usually not both.
-    """
-    m = mask.astype(bool)
-    z = lambda x: where_mask(x, m)  # noqa: E731
-    loss, metrics = ppo_loss(z(log_prob), z(old_log_prob), z(advantages), z(values), z(old_values), z(returns),
-                             z(entropy), coefs, mask=m, axis_name=axis_name)
-    if ref_log_prob is not None:
-        kl = shard_mean(masked_kl(log_prob, ref_log_prob, m, kl_kind), m, axis_name)
-        loss = loss + kl_coef * kl
-        metrics = {**metrics, "kl_ref": kl}
-    return loss, metrics
 
 
 def credit_to_own_turns(rewards: jax.Array, acted: jax.Array) -> jax.Array:

@@ -1,1 +1,3 @@
-"""Policies: what an agent is. See base.py for the protocol and lm_policy.py for the LM policy."""
+"""Policies: what an agent is. lm_policy.py is the LM policy (sampling, scoring, adapters), candidates.py the
+constrained and scored replies, transcripts.py the KV-cache rows of incremental rollouts, central_critic.py MAPPO's
+critic."""

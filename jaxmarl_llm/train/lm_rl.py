@@ -34,16 +34,16 @@ from flax import struct
 from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos import value_norm
-from jaxmarl_llm.algos.lm_objective import ALGORITHMS, token_advantages
+from jaxmarl_llm.algos.lm_objective import ALGORITHMS, EstimatorInput, registry_key
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
 from jaxmarl_llm.evaluation import play
 from jaxmarl_llm.train.lm import seats as lm_seats
-from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan
 from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
-from jaxmarl_llm.train.lm.scoring import episode_seqs, minibatch_grads, token_values
+from jaxmarl_llm.train.lm.paths import RolloutPath, rollout_path
+from jaxmarl_llm.train.lm.scoring import token_values
 from jaxmarl_llm.train.lm.setup import setup_lm
 from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
@@ -64,19 +64,28 @@ class LMRunnerState:
 class LMTrainer(NamedTuple):
     env: Any
     config: Any
+    plan: Plan  # every static setting of the run
     hparams: LMHParams
     policy: LMPolicy
+    tokenizer: Any
     base: Any  # frozen base params (passed to update as an argument, never closed over)
     init: Any  # init(key, hp) -> LMRunnerState
     update: Any  # update(state, hp, base, axis_name=None) -> (state, metrics)
-    state_specs: Any
-    num_updates: int
-    tokenizer: Any
-    slot_of_agent: np.ndarray  # [A] int: the adapter slot each agent acts with
-    agent_scale: jax.Array  # [A] float: 0 for frozen agents (adapters off), else 1
-    rollout: Any = None  # rollout(key, base, trainable, pool, env_ids) -> (Turns, Seats, final tokens)
-    plan: Plan | None = None
-    base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec per base leaf (mesh.fsdp > 1: parallel/mesh.py)
+    rollout: Any  # rollout(key, base, trainable, pool, env_ids) -> (Turns, Seats, final tokens)
+    state_specs: Any  # PartitionSpec prefix of LMRunnerState for shard_map
+    base_specs: Any  # base_specs(fsdp) -> PartitionSpec per base leaf (mesh.fsdp > 1: parallel/mesh.py)
+
+    @property
+    def num_updates(self) -> int:
+        return self.plan.num_updates
+
+    @property
+    def slot_of_agent(self) -> np.ndarray:  # [A] int: the adapter slot each agent acts with
+        return np.asarray(self.plan.slot_of_agent)
+
+    @property
+    def agent_scale(self) -> jax.Array:  # [A] float: 0 for frozen agents (adapters off), else 1
+        return self.plan.scale()
 
 
 def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
@@ -91,7 +100,7 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         incremental = False
     m = env.max_action_tokens
     plan = Plan(
-        algo=config.algo, num_agents=env.num_agents, num_envs=config.num_envs, group_size=config.group_size,
+        algo=registry_key(config.algo, config.credit), num_agents=env.num_agents, num_envs=config.num_envs, group_size=config.group_size,
         num_turns=config.num_turns, update_epochs=config.update_epochs, num_minibatches=config.num_minibatches,
         num_microbatches=int(config.num_microbatches), max_action_tokens=m, pad_id=pad_id, actions=policy.actions,
         **seats,
@@ -99,17 +108,17 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         widths=transcripts.score_widths(env.capacity + m, config.rollout.min_score_width) if incremental else (),
         min_score_width=config.rollout.min_score_width, central=config.critic.kind in ("mappo", "world_state"),
         world_critic=_world_size(env) if config.critic.kind == "world_state" else 0,
-        critic_hidden=config.critic.hidden, token_credit=config.algo == "ppo" and config.credit == "token",
+        critic_hidden=config.critic.hidden, token_credit=ALGORITHMS[registry_key(config.algo, config.credit)].token_values,
         clip_value=bool(config.clip_value), kl_estimator=config.kl_estimator,
         use_kl=float(config.kl_coef) != 0.0 or float(config.guard.max_kl_ref) > 0,  # the KL guard reads kl_ref
-        grpo_normalize_std=bool(config.grpo_normalize_std), grpo_aggregation=config.grpo_aggregation,
+        grpo_normalize_std=bool(config.grpo_normalize_std), loss_aggregation=config.loss_aggregation,
         anneal_lr=bool(config.anneal_lr), num_updates=max(int(config.total_episodes // config.num_envs), 1),
-        critic_lr=float(config.critic.lr) > 0.0, value_norm=bool(config.critic.value_norm),
+        critic_optimizer=float(config.critic.lr) > 0.0, value_norm=bool(config.critic.value_norm),
         lora_lr_ratio=float(config.lora.lr_ratio), train_base=bool(config.train_base),
         eval_every=int(config.in_graph_eval.every), eval_episodes=int(config.in_graph_eval.episodes),
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
     )
-    _check_minibatches(plan)
+    rollout_path(plan).check(plan, plan.num_envs)  # minibatch settings that cannot cut this run's episodes
     return plan
 
 
@@ -117,6 +126,7 @@ def make_train(config, env=None) -> LMTrainer:
     setup = setup_lm(config, env)
     plan = make_plan(config, setup.env, setup.tokenizer.pad_id, setup.policy)
     policy = setup.policy
+    path = rollout_path(plan)  # incremental (KV cache across turns) or re-read: chosen here, once
 
     def init(key: jax.Array, hp: LMHParams) -> LMRunnerState:
         key, k_init = jax.random.split(key)
@@ -138,10 +148,10 @@ def make_train(config, env=None) -> LMTrainer:
                                 pool=P() if plan.pool_size else None, algo_state=P() if stateful else None,
                                 value_norm=P() if plan.value_norm else None)
     return LMTrainer(
-        setup.env, config, LMHParams.from_config(config), policy, setup.base, init,
-        functools.partial(update, plan, setup.env, policy), state_specs, int(config.total_episodes // plan.num_envs),
-        setup.tokenizer, np.asarray(plan.slot_of_agent), plan.scale(),
-        functools.partial(rollout, plan, setup.env, policy), plan, functools.partial(fsdp.param_specs, policy.cfg))
+        env=setup.env, config=config, plan=plan, hparams=LMHParams.from_config(config), policy=policy,
+        tokenizer=setup.tokenizer, base=setup.base, init=init, update=functools.partial(update, plan, path, setup.env, policy),
+        rollout=functools.partial(rollout, plan, path, setup.env, policy), state_specs=state_specs,
+        base_specs=functools.partial(fsdp.param_specs, policy.cfg))
 
 
 def make_tx(plan: Plan, hp: LMHParams) -> optax.GradientTransformation:
@@ -156,7 +166,7 @@ def make_tx(plan: Plan, hp: LMHParams) -> optax.GradientTransformation:
                          hp.max_grad_norm)
 
     policy_tx = lora_plus(adam(hp.lr), plan.lora_lr_ratio)  # LoRA+: B steps lora.lr_ratio x the lr
-    if not plan.critic_lr:
+    if not plan.critic_optimizer:
         return policy_tx
     return optax.multi_transform({"policy": policy_tx, "critic": adam(hp.critic_lr)}, _critic_labels)
 
@@ -167,38 +177,31 @@ def _critic_labels(trainable) -> dict:
             for k, v in trainable.items()}
 
 
-def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParams, base,
+def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParams, base,
            axis_name: str | None = None):
     """One update: rollout -> advantages -> epochs of minibatch steps. Arrays stay [T, N, A, ...]."""
     key, k_roll, k_epochs = jax.random.split(state.key, 3)
     n_local = plan.num_envs if axis_name is None else plan.num_envs // jax.lax.psum(1, axis_name)
-    if plan.incremental and n_local % (plan.num_minibatches * plan.num_microbatches):
-        raise ConfigError(f"config.num_minibatches x num_microbatches = {plan.num_minibatches} x "
-                          f"{plan.num_microbatches} does not divide the {n_local} envs of a device; with "
-                          "incremental rollouts a minibatch is a set of whole episodes")
+    path.check(plan, n_local)
     env_ids = global_index(n_local, axis_name)
 
     # 1-2. play: seats are drawn inside the rollout; only the seats that learn are kept for the loss
-    turns, seats, final_tokens = rollout(plan, env, policy, k_roll, base, state.trainable, state.pool, env_ids)
+    turns, seats, final_tokens = rollout(plan, path, env, policy, k_roll, base, state.trainable, state.pool, env_ids)
     train_turns = lm_seats.loss_seats(plan, turns, seats.learns)  # [T, N, A_l, ...]
-    seqs = episode_seqs(plan, final_tokens, train_turns, seats.learns) if plan.incremental else None  # [N, A_l, W]
+    seqs = path.episode_seqs(plan, final_tokens, train_turns, seats.learns)  # [N, A_l, W] (None: re-read)
 
     # 3. advantages [T, N, A_l] (token credit: [T, N, A_l, M]) and value targets
     algo_state, vn = state.algo_state, state.value_norm
     if vn is not None:  # the critic speaks in normalised units: GAE reads returns' units
         turns = turns._replace(value=value_norm.denormalize(vn, turns.value) * turns.acted)
-    if plan.token_credit:
-        values = token_values(plan, policy, base, state.trainable, train_turns, seqs)
-        adv, ret = token_advantages(train_turns.reward, values, train_turns.token_mask(), hp)
-        train_turns = train_turns._replace(value=values)  # what value clipping clips around
-    else:
-        algo, algo_kw = ALGORITHMS[plan.algo], dict(group_size=plan.group_size, normalize_std=plan.grpo_normalize_std)
-        if algo.init_state is None:
-            adv, ret = algo.advantages(turns.reward, turns.value, turns.acted, hp, **algo_kw)
-        else:
-            adv, ret, algo_state = algo.advantages(turns.reward, turns.value, turns.acted, hp, **algo_kw,
-                                                   state=state.algo_state, learns=seats.learns, axis_name=axis_name)
-        adv, ret = lm_seats.loss_view(plan, adv, seats.learns), lm_seats.loss_view(plan, ret, seats.learns)
+    algo = ALGORITHMS[plan.algo]
+    token_value = (token_values(plan, path.score, policy, base, state.trainable, train_turns, seqs)
+                   if algo.token_values else None)
+    adv, ret, algo_state = algo.advantages(EstimatorInput(
+        turns.reward, turns.value, turns.acted, seats.learns, lambda x: lm_seats.loss_view(plan, x, seats.learns),
+        plan.group_size, plan.grpo_normalize_std, axis_name, token_value, train_turns.token_mask()), hp, algo_state)
+    if algo.token_values:
+        train_turns = train_turns._replace(value=token_value)  # what value clipping clips around
     if vn is not None:  # the value loss regresses on normalised returns (the statistics include this batch)
         vn = value_norm.update(vn, ret, train_turns.acts, axis_name)
         ret = value_norm.normalize(vn, ret)
@@ -211,7 +214,7 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
     def minibatch_step(carry, batch):
         trainable, opt_state = carry
         mb, mb_adv, mb_ret, mb_seqs = batch
-        grads, metrics = minibatch_grads(trainable, plan, policy, base, mb, mb_adv, mb_ret, hp, axis_name, mb_seqs)
+        grads, metrics = path.grads(trainable, plan, policy, base, mb, mb_adv, mb_ret, hp, axis_name, mb_seqs)
         if axis_name is not None:
             grads, metrics = jax.lax.psum((grads, metrics), axis_name)
         metrics = {**metrics, "grad_norm": optax.tree.norm(grads)}  # before clipping (max_grad_norm)
@@ -221,14 +224,7 @@ def update(plan: Plan, env, policy: LMPolicy, state: LMRunnerState, hp: LMHParam
     data = (train_turns._replace(info={}), adv, ret)
 
     def epoch(carry, epoch_key):
-        if plan.incremental:  # a minibatch is a set of whole episodes (each is scored in one forward)
-            order = jnp.arange(n_local) if plan.num_minibatches == 1 else jax.random.permutation(
-                jax.random.fold_in(epoch_key, env_ids[0]), n_local)
-            batches = (*_episode_minibatches(data, order, plan.num_minibatches),
-                       seqs[order].reshape((plan.num_minibatches, n_local // plan.num_minibatches) + seqs.shape[1:]))
-        else:  # every env shuffles its own turns; minibatch k takes slice k of each env's order
-            batches = (*_turn_minibatches(data, epoch_key, env_ids, plan.num_minibatches), None)
-        return jax.lax.scan(minibatch_step, carry, batches)
+        return jax.lax.scan(minibatch_step, carry, path.minibatches(plan, data, seqs, epoch_key, env_ids))
 
     (trainable, opt_state), loss_metrics = jax.lax.scan(
         epoch, (state.trainable, state.opt_state), jax.random.split(k_epochs, plan.update_epochs))
@@ -277,28 +273,6 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
     return jax.lax.cond((step % plan.eval_every == 0) | (step == 1), games, skipped)
 
 
-def _episode_minibatches(tree, order: jax.Array, num_minibatches: int):
-    """[T, n, ...] leaves -> [mb, T, n/mb, ...]: envs in `order`, split into minibatches of whole episodes."""
-    def split(x):
-        x = x[:, order].reshape((x.shape[0], num_minibatches, x.shape[1] // num_minibatches) + x.shape[2:])
-        return jnp.moveaxis(x, 1, 0)
-
-    return jax.tree.map(split, tree)
-
-
-def _turn_minibatches(tree, key: jax.Array, env_ids: jax.Array, num_minibatches: int):
-    """[T, n, ...] leaves -> [mb, T/mb, n, ...]: each env's turns shuffled by its own permutation."""
-    if num_minibatches == 1:  # one minibatch: order is irrelevant, and turn slices stay whole turns (skippable)
-        return jax.tree.map(lambda x: x[None], tree)
-    num_turns = jax.tree.leaves(tree)[0].shape[0]
-    perms = jax.vmap(lambda i: jax.random.permutation(jax.random.fold_in(key, i), num_turns))(env_ids)  # [n, T]
-    idx = perms.T  # [T, n]
-
-    def split(x):
-        x = jnp.take_along_axis(x, idx.reshape(idx.shape + (1,) * (x.ndim - 2)), axis=0)
-        return x.reshape((num_minibatches, num_turns // num_minibatches) + x.shape[1:])
-
-    return jax.tree.map(split, tree)
 
 
 def _world_size(env) -> int:
@@ -307,17 +281,3 @@ def _world_size(env) -> int:
         return env.world_state(env.reset(key)[1])
 
     return int(jax.eval_shape(world, jax.random.PRNGKey(0)).shape[-1])
-
-
-def _check_minibatches(plan: Plan) -> None:
-    """Minibatch settings that cannot split this run's episodes (or turns) fail before compiling."""
-    mb, micro, n_local = plan.num_minibatches, plan.num_microbatches, plan.num_envs
-    if plan.incremental and n_local % mb:
-        raise ConfigError(f"config.num_minibatches: {mb} must divide the envs of each device (num_envs={n_local}): "
-                          "with incremental rollouts a minibatch is a set of whole episodes")
-    if micro > 1 and (not plan.incremental or n_local % (mb * micro)):
-        raise ConfigError(f"config.num_microbatches: {micro} needs an incremental rollout (a token game) and must "
-                          f"divide each minibatch's envs (num_envs={n_local} / num_minibatches={mb} per device)")
-    if not plan.incremental and plan.num_turns % mb:
-        raise ConfigError(f"config.num_minibatches: {mb} must divide num_turns ({plan.num_turns}): each minibatch "
-                          "takes a slice of every episode's turns")

@@ -105,7 +105,7 @@ def make_train(config, env: Env | None = None) -> Trainer:
     discrete = isinstance(env.action_space, spaces.Discrete)
     action_mask = env.action_mask  # [A, n] or [A, D]
     num_actions = action_mask.shape[-1]
-    centralized = config.algo == "mappo"
+    centralized = config.critic.kind == "mappo"
     shared = config.share_params
     num_envs, num_steps = config.num_envs, config.num_steps
     num_updates = int(config.total_timesteps // (num_envs * num_steps))

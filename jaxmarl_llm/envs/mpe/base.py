@@ -44,9 +44,6 @@ class MPELocalRatioParams(MPEParams):
     local_ratio: float = 0.5
 
 
-def pad_rows(rows: list[jax.Array], width: int) -> jax.Array:
-    """Stacks per-agent observation vectors of different lengths, zero-padded to `width`."""
-    return jnp.stack([jnp.pad(r, (0, width - r.shape[0])) for r in rows])
 
 
 class MPEEnv(Env):

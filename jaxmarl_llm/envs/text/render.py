@@ -23,9 +23,3 @@ def transcripts(tokenizer, state_or_obs, index: int | None = None) -> list[str]:
     if tokens.ndim != 2:
         raise ValueError(f"expected tokens [A, L], got shape {tokens.shape}; pass `index` for a batch of envs")
     return [tokenizer.decode(tokens[a, : int(length[a])].tolist()) for a in range(tokens.shape[0])]
-
-
-def format_transcripts(tokenizer, state_or_obs, agents, index: int | None = None) -> str:
-    """All agents' transcripts under headers, for printing."""
-    texts = transcripts(tokenizer, state_or_obs, index)
-    return "\n".join(f"===== {name} =====\n{text}" for name, text in zip(agents, texts))

@@ -5,13 +5,16 @@ The model / lora / sampling / run groups here are also the SFT and DPO defaults'
 
 from __future__ import annotations
 
+import typing
+
 import ml_collections
 
-from jaxmarl_llm.algos.lm_objective import ALGORITHMS
+from jaxmarl_llm.algos.lm_objective import ALGORITHMS, algo_names, registry_key
+from jaxmarl_llm.algos.masked import Aggregation
+from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_fsdp, check_mesh, check_model_checkpoint, check_one_update, check_positive,
                                              check_positive_ints, check_run, check_stop, stop_defaults)
-from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
 from jaxmarl_llm.train.lm.seats import parse_agent_map
 
 
@@ -109,7 +112,8 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.max_grad_norm = 1.0
     c.grpo_normalize_std = True  # False: Dr.GRPO advantages
     c.rae_decay = 0.95  # RAE: each role's baseline moves (1 - rae_decay) of the way to the batch's mean return
-    c.grpo_aggregation = "sequence"  # "token", "sequence", "sequence_sum", "constant" (Dr.GRPO)
+    # how GRPO / RAE sum token losses: "token", "sequence", "sequence_sum", "constant" (Dr.GRPO) (algos/grpo.py)
+    c.loss_aggregation = "sequence"
     c.eval_episodes = 0  # greedy episodes on the held-out split after training (0 = skip; evaluation/evaluate.py)
     # greedy games against the game's built-in players inside the compiled update, after update 1 and every
     # `every` updates (0 = off), half of `episodes` in each seat: metrics eval/<opponent>_<win|draw|loss> (and per
@@ -147,7 +151,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     """Raise ConfigError naming the first key that cannot work."""
     check_keys(config, lm_rl_defaults())
     check_env_name(config)
-    _require(config.algo in ALGORITHMS, "algo", f"must be {_one_of(tuple(ALGORITHMS))}, got {config.algo!r}")
+    _require(config.algo in algo_names(), "algo", f"must be {_one_of(algo_names())}, got {config.algo!r}")
     check_positive_ints(config, ("num_envs", "num_turns", "update_epochs", "num_minibatches", "num_microbatches",
                                  "group_size", "total_episodes"))
     check_positive_ints(config.rollout, ("chunk", "min_score_width"), prefix="rollout.")
@@ -161,7 +165,8 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(config.critic.kind == "ippo" or critic, "critic.kind",
              f"a centralized critic is for algo='ppo' ({config.algo} has no critic)")
     _require(config.credit in ("turn", "token"), "credit", f"must be 'turn' or 'token', got {config.credit!r}")
-    _require(config.credit == "turn" or (config.algo == "ppo" and config.critic.kind == "ippo"), "credit",
+    _require(config.credit == "turn" or (registry_key(config.algo, config.credit) in ALGORITHMS
+                                         and config.critic.kind == "ippo"), "credit",
              "token-level credit is PPO with per-seat value heads (algo='ppo', critic.kind='ippo')")
     check_positive_ints(config.critic, ("hidden",), prefix="critic.")
     check_positive(config, ("lr", "max_grad_norm"))
@@ -175,6 +180,8 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
         f"{config.num_envs} must be a multiple of num_devices x group_size = {n_dev} x {config.group_size}"))
     check_one_update(config)
     _require(config.kl_estimator in ("k1", "k2", "k3"), "kl_estimator", "must be k1, k2 or k3")
+    _require(config.loss_aggregation in typing.get_args(Aggregation), "loss_aggregation",
+             f"must be one of {typing.get_args(Aggregation)}, got {config.loss_aggregation!r}")
     _check_seats(config)
     _require(not config.train_base or (not config.frozen_agents and config.opponent_pool.size == 0), "train_base",
              "frozen seats and snapshot pools play the untrained base; use train_base=False with them")

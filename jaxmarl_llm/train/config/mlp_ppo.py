@@ -18,7 +18,9 @@ def mlp_ppo_defaults() -> ml_collections.ConfigDict:
     c.env_kwargs = ml_collections.ConfigDict(
         {"num_agents": 3, "local_ratio": 0.5, "max_cycles": 25, "continuous_actions": False}
     )
-    c.algo = "ippo"  # "ippo": a critic on each agent's observation; "mappo": one critic on the world state
+    # the critic (the key the LM trainer uses too): "ippo" = one on each agent's observation, "mappo" = one
+    # centralized critic on the world state
+    c.critic = ml_collections.ConfigDict({"kind": "ippo"})
     c.share_params = True  # one net for all agents, or per-agent nets stacked on the agent axis
     c.seed = 0
     c.num_envs = 16
@@ -62,7 +64,7 @@ def validate_mlp_ppo(config: ml_collections.ConfigDict) -> None:
         registry.make(config.env_name, **config.env_kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"config.env_kwargs: {err}") from None
-    _require(config.algo in ("ippo", "mappo"), "algo", f"must be 'ippo' or 'mappo', got {config.algo!r}")
+    _require(config.critic.kind in ("ippo", "mappo"), "critic.kind", f"must be 'ippo' or 'mappo', got {config.critic.kind!r}")
     check_positive_ints(config, ("num_envs", "num_steps", "update_epochs", "num_minibatches"))
     _require(
         config.num_steps % config.num_minibatches == 0,

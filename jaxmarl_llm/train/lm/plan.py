@@ -25,7 +25,7 @@ class LMHParams(NamedTuple):
     gamma: jax.Array
     gae_lambda: jax.Array
     max_grad_norm: jax.Array
-    critic_lr: jax.Array  # the critic's (value head's) own lr when `Plan.critic_lr`; config.critic.lr
+    critic_lr: jax.Array  # the critic's (value head's) own lr when `Plan.critic_optimizer`; config.critic.lr
     rae_decay: jax.Array  # RAE: decay of the per-role running mean returns
 
     @classmethod
@@ -75,11 +75,11 @@ class Plan:
     use_kl: bool
     kl_estimator: str
     grpo_normalize_std: bool
-    grpo_aggregation: str
+    loss_aggregation: str  # GRPO / RAE token-loss aggregation (algos/grpo.py)
     # optimizer: lr falls linearly to 0 over the run's updates (PPO's schedule) when anneal_lr
     anneal_lr: bool = False
     num_updates: int = 1
-    critic_lr: bool = False  # the critic / value head steps with its own Adam and lr (hp.critic_lr)
+    critic_optimizer: bool = False  # the critic / value head steps with its own Adam and lr (hp.critic_lr > 0)
     value_norm: bool = False  # the critic learns normalised returns (algos/value_norm.py; config.critic.value_norm)
     train_base: bool = False  # the base's weights train too (trainable["base"]); config.train_base
     lora_lr_ratio: float = 1.0  # LoRA+: B's lr over A's (config.lora.lr_ratio; static: 1 keeps plain Adam's state)
@@ -118,6 +118,10 @@ class Turns(NamedTuple):
     acts: jax.Array  # [T, N, A] bool: active, alive and learning (its tokens enter the policy loss)
     done: jax.Array  # [T, N] bool: the episode ended at this turn
     info: dict
+
+    # the fields without a seat axis; every other field is [T, N, A, ...] and `seats.loss_seats` cuts it to the
+    # loss seats (a new per-seat field needs nothing, a new per-episode field is listed here)
+    PER_EPISODE = ("alive", "done", "info")
 
     def token_mask(self) -> jax.Array:  # [T, N, A, M] bool: tokens that enter the policy loss
         return self.action_mask & self.acts[..., None]

@@ -1,12 +1,11 @@
 """One rollout of an LM game: `lax.scan` over turns, every LM seat generating its reply with the KV-cache sampler.
 
-Two acting paths, one result:
-  * re-read (`act_full`): every LM seat prefills its whole transcript each turn (any env);
-  * incremental (`act_incremental`, token games whose transcripts only grow): each (env, seat) row keeps its
-    KV cache across turns and reads only the tokens added since it last acted, `plan.chunk` at a time; only
-    the movers (one seat per env in turn-based games) run.
-Both draw each (env, seat)'s sample from the same key, so they sample the same replies.
-Recorded per (turn, env, seat): prompt, action tokens, sampling log-probs, value, reward, who acted.
+The acting itself is the rollout path's (train/lm/paths.py): `act_reread` prefills every LM seat's whole
+transcript each turn (any env); `act_incremental` (token games whose transcripts only grow) keeps each (env, seat)
+row's KV cache across turns and reads only the tokens added since it last acted, `plan.chunk` at a time, for the
+movers only (one seat per env in turn-based games). Both draw each (env, seat)'s sample from the same key, so they
+sample the same replies. Recorded per (turn, env, seat): prompt, action tokens, sampling log-probs, value, reward,
+who acted.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from jaxmarl_llm.train.lm.plan import Plan, Turns
 from jaxmarl_llm.train.lm.seats import acting_weights, draw_seats, take_agents
 
 
-def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, pool, env_ids: jax.Array):
-    """Reset the local envs (groups share a seed) and play `plan.num_turns` turns.
+def rollout(plan: Plan, path, env, policy: LMPolicy, key: jax.Array, base, trainable, pool, env_ids: jax.Array):
+    """Reset the local envs (groups share a seed) and play `plan.num_turns` turns, acting as `path` (paths.py) does.
 
     env_ids [n]: global env indices (per-env randomness ignores the device split).
     Returns (Turns [T, n, A, ...], Seats, final transcripts [n, A, L])."""
@@ -48,11 +47,7 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
         value = jnp.zeros((n, a), jnp.float32)
         valid = jax.vmap(env.candidate_mask)(env_state) if plan.actions != "free" else jnp.zeros((n, a, 0), bool)
         if plan.num_lm:
-            keys = per_env(k_act)
-            if plan.incremental:
-                s, cache = act_incremental(plan, policy, keys, base, weights, obs, active, cache, valid)
-            else:
-                s = act_full(plan, policy, keys, base, weights, obs, valid)
+            s, cache = path.act(plan, policy, per_env(k_act), base, weights, obs, active, cache, valid)
             tokens, mask = tokens.at[:, lm].set(s.tokens), mask.at[:, lm].set(s.mask)
             logprob, value = logprob.at[:, lm].set(s.logprobs), value.at[:, lm].set(s.value)
         for seat, kind in plan.scripted:  # the game's own player; log-prob 0, never in a loss
@@ -66,7 +61,7 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
         mask = mask & active[..., None]  # an inactive seat's sample is never played nor scored
         if plan.world_critic:  # the critic reads the env's world state (centralized training)
             critic_obs = central_critic.world_inputs(jax.vmap(env.world_state)(env_state), a)
-        elif plan.central and not plan.incremental:  # the critic reads every seat's prompt end at this turn
+        elif plan.central and path.keep_prompts:  # the critic reads every seat's prompt end at this turn
             feats = central_critic.transcript_features(base, policy.cfg, obs.tokens.reshape(n * a, -1),
                                                        (obs.length - 1).reshape(n * a, 1))
             critic_obs = central_critic.critic_inputs(feats.reshape(n, a, -1))
@@ -78,7 +73,7 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
         next_obs, env_state2, reward, term, trunc, info = jax.vmap(env.step)(per_env(k_env), env_state, action)
         done = jnp.all(term | trunc, axis=-1) & alive
         rec = Turns(
-            prompt=obs.tokens[..., :0] if plan.incremental else obs.tokens, prompt_len=obs.length,
+            prompt=obs.tokens if path.keep_prompts else obs.tokens[..., :0], prompt_len=obs.length,
             action=action.tokens, action_mask=loss_mask, logprob=jnp.where(loss_mask, logprob, 0.0),
             value=value * active, critic_obs=critic_obs, valid=valid, reward=reward * alive[:, None], alive=alive,
             acted=active & alive[:, None], acts=active & alive[:, None] & seats.learns, done=done,
@@ -96,12 +91,10 @@ def rollout(plan: Plan, env, policy: LMPolicy, key: jax.Array, base, trainable, 
         return jax.lax.cond(fsdp.agree_max(carry[2].any(), base, policy.cfg), live_turn, dead_turn, carry, t)
 
     alive0 = jnp.ones((n,), bool)
-    cache = None
-    if plan.incremental:
-        cache = transcripts.init_rows(policy.cfg, n * plan.num_lm, obs.tokens.shape[-1] + m)
+    cache = path.init_cache(plan, policy, obs)
     (_, last_obs, _, _), turns = jax.lax.scan(turn, (env_state, obs, alive0, cache), jnp.arange(plan.num_turns))
     if plan.central:
-        if plan.incremental and not plan.world_critic:  # every turn's prompt is a prefix of the final transcript
+        if not path.keep_prompts and not plan.world_critic:  # every turn's prompt is a prefix of the final transcript
             feats = critic_features(plan, policy, base, last_obs.tokens, turns.prompt_len)
             turns = turns._replace(critic_obs=feats * turns.alive[..., None, None])  # ended games: 0, as read live
         value = central_critic.critic_apply(trainable["critic"], turns.critic_obs) * turns.acted
@@ -122,9 +115,10 @@ def _scaled(adapters, scale):
     return {**adapters, "lora": jax.tree.map(lambda x: x * scale, adapters["lora"])}
 
 
-def act_full(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs, valid: jax.Array):
-    """Every LM seat prefills its whole transcript and generates: keys [n] -> Sample fields [n, A', ...].
-    valid [n, A, K]: allowed candidates (width 0 with free actions)."""
+def act_reread(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs, active, cache, valid: jax.Array):
+    """Every LM seat prefills its whole transcript and generates: keys [n] -> (Sample fields [n, A', ...], cache).
+    valid [n, A, K]: allowed candidates (width 0 with free actions). Nothing is cached between turns."""
+    del active
     adapters, scale, per_env_weights = weights
     tokens = take_agents(plan, obs.tokens, plan.lm_agents, 1)  # [n, A', L]
     length = take_agents(plan, obs.length, plan.lm_agents, 1)  # [n, A']
@@ -140,7 +134,18 @@ def act_full(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs, 
         return jax.vmap(one_agent)(agent_ids, ad_env, sc_env, tok, ln, ok)
 
     axis = 0 if per_env_weights else None
-    return jax.vmap(one_env, in_axes=(0, axis, axis, 0, 0, 0))(keys, adapters, scale, tokens, length, valid)
+    return jax.vmap(one_env, in_axes=(0, axis, axis, 0, 0, 0))(keys, adapters, scale, tokens, length, valid), cache
+
+
+def no_cache(plan: Plan, policy: LMPolicy, obs):
+    """The re-read path carries nothing between turns."""
+    return None
+
+
+def init_cache(plan: Plan, policy: LMPolicy, obs):
+    """The incremental path's KV cache: one row per (env, LM seat), as wide as a transcript plus one reply."""
+    n = obs.tokens.shape[0]
+    return transcripts.init_rows(policy.cfg, n * plan.num_lm, obs.tokens.shape[-1] + plan.max_action_tokens)
 
 
 def act_incremental(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs, active, cache, valid):

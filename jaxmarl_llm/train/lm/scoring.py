@@ -1,12 +1,12 @@
 """Scoring recorded turns under the current (or reference) policy, and the minibatch gradient.
 
-Two ways to score, matching the two rollout paths:
-  * `score_turns` (re-read): each turn's prompt + action is one forward; turn slices with nothing to
-    learn are skipped (ended games cost nothing);
-  * `score_episodes` (incremental): one forward per (env, loss seat) over its final transcript scores every
-    turn, at the narrowest of `plan.widths` that covers the episode (`lax.switch`).
-`minibatch_grads` picks that width outside the gradient, skips minibatches without signal, and with
-`num_microbatches > 1` accumulates the exact gradient a slice of episodes at a time.
+Two ways to score, one per rollout path (train/lm/paths.py):
+  * re-read: `score_turns` runs each turn's prompt + action as one forward; turn slices with nothing to learn are
+    skipped (ended games cost nothing); `reread_grads` differentiates the loss of those scores;
+  * incremental: `score_episodes` runs one forward per (env, loss seat) over its final transcript and scores every
+    turn, at the narrowest of `plan.widths` that covers the episode; `incremental_grads` picks that width outside
+    the gradient, skips minibatches without signal, and with `num_microbatches > 1` accumulates the exact
+    gradient a slice of episodes at a time.
 """
 
 from __future__ import annotations
@@ -84,6 +84,13 @@ def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
     return jax.lax.cond(every, run, lambda b: jax.lax.map(one, b), batch)
 
 
+def score_reread(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs=None, reference: bool = False,
+                 width: int | None = None) -> Scores:
+    """`score_turns` with the scorer interface of the rollout paths (no episode sequences, no widths)."""
+    del seqs, width
+    return score_turns(plan, policy, base, trainable, batch, reference)
+
+
 def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs: jax.Array,
                    reference: bool = False, width: int | None = None) -> Scores:
     """One forward per (env, loss seat) over its episode (seqs [n, A_l, W]) scores every turn;
@@ -102,14 +109,6 @@ def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, 
 
     return jax.vmap(one_agent, in_axes=(0, 1, 2, 2, 2, 2), out_axes=(2, 2, 2))(
         agents_tr, seqs, batch.prompt_len, batch.action, mask, batch.valid)
-
-
-def score(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs, reference: bool = False,
-          width: int | None = None) -> Scores:
-    """The scoring path of the rollout's mode."""
-    if plan.incremental:
-        return score_episodes(plan, policy, base, trainable, batch, seqs, reference, width)
-    return score_turns(plan, policy, base, trainable, batch, reference)
 
 
 def episode_seqs(plan: Plan, final_tokens: jax.Array, train_turns: Turns, learns: jax.Array) -> jax.Array:
@@ -138,18 +137,26 @@ def loss_of_scores(plan: Plan, scores: Scores, critic, ref_lp, mb: Turns, adv, r
     token_mask = mb.token_mask()  # [B, N, A_l, M]
     value_mask = token_mask if plan.token_credit else mb.acts  # where the seat chose (own-turn GAE)
     scored = Scored(logprob, entropy, value, mb.logprob, mb.value, adv, ret, token_mask, value_mask, ref_lp)
-    return lm_loss(ALGORITHMS[plan.algo], scored, hp, aggregation=plan.grpo_aggregation,
+    return lm_loss(ALGORITHMS[plan.algo], scored, hp, aggregation=plan.loss_aggregation,
                    kl_estimator=plan.kl_estimator, clip_value=plan.clip_value, axis_name=axis_name)
 
 
-def loss_fn(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, ret, hp: LMHParams, axis_name,
-            seqs=None, width=None):
-    """Score the minibatch (and its reference, with KL) and take the loss: differentiate w.r.t. `trainable`."""
+def loss_fn(trainable, plan: Plan, scorer, mb: Turns, adv, ret, hp: LMHParams, axis_name):
+    """Score the minibatch (and its reference, with KL) and take the loss: differentiate w.r.t. `trainable`.
+    scorer(trainable, reference) -> Scores of `mb`."""
     ref_lp = None
     if plan.use_kl:
-        ref_lp = jax.lax.stop_gradient(score(plan, policy, base, trainable, mb, seqs, True, width)[0])
-    scores = score(plan, policy, base, trainable, mb, seqs, False, width)
+        ref_lp = jax.lax.stop_gradient(scorer(trainable, True)[0])
+    scores = scorer(trainable, False)
     return loss_of_scores(plan, scores, trainable.get("critic"), ref_lp, mb, adv, ret, hp, axis_name)
+
+
+def reread_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, ret, hp: LMHParams, axis_name,
+                 seqs=None):
+    """(grads, metrics) of one minibatch of turns on the re-read path (not yet reduced over devices)."""
+    del seqs
+    scorer = lambda tr, reference: score_turns(plan, policy, base, tr, mb, reference)  # noqa: E731
+    return jax.grad(loss_fn, has_aux=True)(trainable, plan, scorer, mb, adv, ret, hp, axis_name)
 
 
 def accumulated_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, ret, hp: LMHParams,
@@ -195,17 +202,15 @@ def accumulated_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, 
     return grads, metrics
 
 
-def minibatch_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, ret, hp: LMHParams,
-                    axis_name, seqs):
-    """(grads, metrics) of one minibatch (not yet reduced over devices)."""
+def incremental_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, ret, hp: LMHParams,
+                      axis_name, seqs):
+    """(grads, metrics) of one minibatch of whole episodes on the incremental path (not yet reduced over devices)."""
     def grad_at(width):
-        if plan.incremental and plan.num_microbatches > 1:
+        if plan.num_microbatches > 1:
             return accumulated_grads(trainable, plan, policy, base, mb, adv, ret, hp, axis_name, seqs, width)
-        return jax.grad(loss_fn, has_aux=True)(trainable, plan, policy, base, mb, adv, ret, hp, axis_name, seqs,
-                                               width)
+        scorer = lambda tr, reference: score_episodes(plan, policy, base, tr, mb, seqs, reference, width)  # noqa: E731
+        return jax.grad(loss_fn, has_aux=True)(trainable, plan, scorer, mb, adv, ret, hp, axis_name)
 
-    if not plan.incremental:
-        return grad_at(None)
     # the forward width follows the longest episode; the switch sits outside the gradient so only the
     # taken width's activations exist (a switch inside `grad` keeps every branch's)
     need = transcripts.needed_width(mb.prompt_len, mb.token_mask())
@@ -236,8 +241,8 @@ def _devices(axis_name: str | None):
     return 1.0 if axis_name is None else jax.lax.psum(1.0, axis_name)
 
 
-def token_values(plan: Plan, policy: LMPolicy, base, trainable, turns: Turns, seqs) -> jax.Array:
+def token_values(plan: Plan, score, policy: LMPolicy, base, trainable, turns: Turns, seqs) -> jax.Array:
     """Token-level credit: every generated token's value at the context it was chosen in, from one forward of
-    the acting policy, no gradient: [T, N, A_l, M] (0 off the loss tokens)."""
+    the acting policy (`score`: the rollout path's scorer), no gradient: [T, N, A_l, M] (0 off the loss tokens)."""
     values = score(plan, policy, base, trainable, turns, seqs)[2]
     return jax.lax.stop_gradient(values) * turns.token_mask()

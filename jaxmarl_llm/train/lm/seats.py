@@ -175,8 +175,7 @@ def loss_view(plan: Plan, x: jax.Array, learns: jax.Array) -> jax.Array:
 
 def loss_seats(plan: Plan, turns: Turns, learns: jax.Array) -> Turns:
     """Only the seats that can learn go into the loss (scripted, frozen, snapshot seats are never scored)."""
-    per_seat = ("prompt", "prompt_len", "action", "action_mask", "logprob", "value", "reward", "critic_obs",
-                "valid", "acted", "acts")
+    per_seat = [f for f in Turns._fields if f not in Turns.PER_EPISODE]
     return turns._replace(**{f: loss_view(plan, getattr(turns, f), learns) for f in per_seat}, info={})
 
 
