@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from jaxmarl_llm.algos.dpo import dpo_loss
+from jaxmarl_llm.data import files
 from jaxmarl_llm.envs.text import arithmetic
 from jaxmarl_llm.envs.text.datasets import DATA_DIR
 from jaxmarl_llm.models.hf import load_pretrained
@@ -75,7 +76,7 @@ def test_shipped_pairs_are_the_generators_output_in_the_envs_prompt_format():
 
 def test_pairs_buffers_score_only_the_response_and_its_eos():
     tok = CharTokenizer()
-    pairs = dpo.load_pairs(PAIRS, tok, 96)
+    pairs = files.load_pairs(PAIRS, tok, 96)
     with open(PAIRS, encoding="utf-8") as f:
         first = json.loads(f.readline())
     assert pairs.tokens.shape == (48, 2, 96) and pairs.valid.all()
@@ -140,14 +141,14 @@ GOOD = json.dumps({"prompt": "1 + 1 = ?\n", "chosen": "Answer: 2", "rejected": "
 def test_bad_pairs_files_name_the_file_and_line(tmp_path, lines, max_length, match):
     path = _write(tmp_path / "pairs.jsonl", lines)
     with pytest.raises(ConfigError, match=r"config.pairs_path: .*" + match):
-        dpo.load_pairs(path, CharTokenizer(), max_length)
+        files.load_pairs(path, CharTokenizer(), max_length)
 
 
 def test_bad_pairs_reach_the_entry_point_as_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="config.pairs_path: 'nowhere.jsonl' is not a file"):
         entry.build(_config(pairs_path="nowhere.jsonl"))
     with pytest.raises(ConfigError, match="does not exist"):
-        dpo.load_pairs(str(tmp_path / "missing.jsonl"), CharTokenizer(), 96)
+        files.load_pairs(str(tmp_path / "missing.jsonl"), CharTokenizer(), 96)
     path = _write(tmp_path / "pairs.jsonl", [GOOD, json.dumps({"prompt": "x", "rejected": "y"})])
     with pytest.raises(ConfigError, match=r"pairs.jsonl:2: key 'chosen' is missing"):
         entry.build(_config(pairs_path=path))

@@ -187,8 +187,8 @@ if __name__ == "__main__":  # print the circles (and every module caught in them
 FLOORS = (
     ("run",),                      # the machinery that runs any trainer: entry, TRAINERS, runner, checkpoints, cli
     ("train",),                    # what a researcher forks: lm_rl, mlp_ppo, sft, dpo, optim
+    ("train.lm",),                 # the LM trainer's parts: plan, seats, rollout, scoring, paths, setup, weights
     ("train.config",),             # defaults and start-up checks per trainer
-    ("train.lm",),                 # the LM trainer's parts: plan, seats, rollout, scoring, setup, weights
     ("data",),                     # scripted teachers, transcript collection, JSONL files
     ("evaluation",),               # held-out evaluation, matches against built-in players
     ("parallel", "policies"),      # mesh and multi-host; what an agent is

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxmarl_llm.data import files
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.envs.text.guess_number import GuessNumber
 from jaxmarl_llm.envs.text.tic_tac_toe import TicTacToe, board_code
@@ -813,7 +814,7 @@ def test_file_rows_target_the_completions_and_an_eos(tmp_path):
         '{"turns": ["Guess a number.\\n", "Guess: 5", "\\nHigher.\\n", "Guess: 7"]}',
         '{"turns": ["Hi.\\n", "Move: 1", "\\nOK.\\n"]}',
     ])
-    data = sft.load_transcripts(path, tok, 48)
+    data = files.load_transcripts(path, tok, 48)
     assert data.tokens.shape == data.targets.shape == data.mask.shape == (3, 48)
     assert data.turn_mask.shape == (3, 2, 48) and (data.turn_mask.any(1) == data.mask).all()
     # the input is the transcript as the env writes it (no eos inside); an eos ends a row that ends on a move
@@ -832,7 +833,7 @@ def test_file_rows_target_the_completions_and_an_eos(tmp_path):
     import json
 
     shipped = os.path.join(DATA_DIR, "arithmetic_sft.jsonl")
-    data = sft.load_transcripts(shipped, tok, 96)
+    data = files.load_transcripts(shipped, tok, 96)
     with open(shipped, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
     assert data.tokens.shape == (len(rows), 96)
@@ -859,9 +860,9 @@ def test_bad_transcript_files_name_the_file_and_line(tmp_path, lines, max_length
     from jaxmarl_llm.tokenizers import CharTokenizer
 
     with pytest.raises(ConfigError, match=match):
-        sft.load_transcripts(_write_lines(tmp_path / "t.jsonl", lines), CharTokenizer(), max_length)
+        files.load_transcripts(_write_lines(tmp_path / "t.jsonl", lines), CharTokenizer(), max_length)
     with pytest.raises(ConfigError, match=r"config\.data_path: .*nope\.jsonl does not exist"):
-        sft.load_transcripts(str(tmp_path / "nope.jsonl"), CharTokenizer(), max_length)
+        files.load_transcripts(str(tmp_path / "nope.jsonl"), CharTokenizer(), max_length)
 
 
 def test_bad_transcript_files_reach_the_entry_point_as_config_errors(tmp_path):

@@ -39,7 +39,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 from jax.sharding import PartitionSpec as P
@@ -48,7 +47,7 @@ from jaxmarl_llm.algos.dpo import dpo_loss, sequence_log_prob
 from jaxmarl_llm.algos.ppo import shard_mean
 from jaxmarl_llm.algos.sft import token_log_probs
 from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.data import jsonl
+from jaxmarl_llm.data.files import Pairs, load_pairs
 from jaxmarl_llm.train.config import ConfigError, parse_players
 from jaxmarl_llm.train.lm.setup import setup_lm
 from jaxmarl_llm.parallel.mesh import global_index
@@ -56,8 +55,6 @@ from jaxmarl_llm.data.collect import collect, policy_script
 from jaxmarl_llm.data.teachers import make_script
 from jaxmarl_llm.train.lm.weights import base_specs, split_weights
 from jaxmarl_llm.train.optim import adamw
-
-KEYS = ("prompt", "chosen", "rejected")
 
 
 class DPOHParams(NamedTuple):
@@ -82,15 +79,6 @@ class DPOState:
     update_step: jax.Array
 
 
-class Pairs(NamedTuple):
-    """Preference pairs in fixed-width buffers; axis 1 is (chosen, rejected)."""
-
-    tokens: jax.Array  # [N, 2, L] int32 model input
-    targets: jax.Array  # [N, 2, L] int32 the token scored at each position (= tokens, except eos after game moves)
-    mask: jax.Array  # [N, 2, L] bool: scored positions (the response and its eos)
-    valid: jax.Array  # [N] bool: pairs that count (game: the returns differ)
-
-
 class DPOTrainer(NamedTuple):
     env: Any
     config: Any
@@ -108,41 +96,6 @@ class DPOTrainer(NamedTuple):
     score: Any  # score(state, base, pairs) -> (policy, reference) sequence log-probs [B, 2] (jittable)
     num_pairs: int  # pairs in the file (0 for source="game")
     base_specs: Any = None  # base_specs(fsdp) -> PartitionSpec prefix of `base` (mesh.fsdp > 1: parallel/mesh.py)
-
-
-def load_pairs(path: str, tokenizer, max_length: int) -> Pairs:
-    """Tokenize a JSONL preference file into [N, 2, max_length] buffers (numpy); ConfigError names file:line."""
-    rows = []
-    for at, item in jsonl.read_objects(path, f"config.pairs_path: {path}",
-                                       '{"prompt": ..., "chosen": ..., "rejected": ...}', "pairs"):
-        if not isinstance(item, dict):
-            raise ConfigError(f"{at}: expected a JSON object with keys {', '.join(KEYS)}")
-        for key in KEYS:
-            if not isinstance(item.get(key), str):
-                got = "is missing" if key not in item else f"is {type(item[key]).__name__}, not a string"
-                raise ConfigError(f"{at}: key {key!r} {got}; every line needs string "
-                                  f"{', '.join(KEYS)}")
-        if item["chosen"] == item["rejected"]:
-            raise ConfigError(f"{at}: chosen and rejected are the same text; drop the line")
-        prompt = list(tokenizer.encode(item["prompt"]))
-        sides = [list(tokenizer.encode(item[k])) + [tokenizer.eos_id] for k in ("chosen", "rejected")]
-        need = len(prompt) + max(len(s) for s in sides)
-        if need > max_length:
-            raise ConfigError(f"{at}: the pair needs {need} tokens (prompt {len(prompt)} + the longer "
-                              f"response and eos) but config.max_length is {max_length}; raise config.max_length "
-                              "to at least that or shorten the line")
-        if not prompt:
-            raise ConfigError(f"{at}: empty prompt; a response is scored after its prompt")
-        rows.append((prompt, sides))
-    n = len(rows)
-    tokens = np.full((n, 2, max_length), tokenizer.pad_id, np.int32)
-    mask = np.zeros((n, 2, max_length), bool)
-    for i, (prompt, sides) in enumerate(rows):
-        for j, response in enumerate(sides):
-            seq = prompt + response
-            tokens[i, j, : len(seq)] = seq
-            mask[i, j, len(prompt): len(seq)] = True
-    return Pairs(tokens=tokens, targets=tokens.copy(), mask=mask, valid=np.ones((n,), bool))
 
 
 def epoch_indices(key: jax.Array, step: jax.Array, batch: int, n: int) -> jax.Array:

@@ -39,6 +39,7 @@ from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
 from jaxmarl_llm.evaluation import play
+from jaxmarl_llm.train.config.lm_rl import parse_agent_map
 from jaxmarl_llm.train.lm import seats as lm_seats
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan
 from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
@@ -90,7 +91,7 @@ class LMTrainer(NamedTuple):
 
 def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
     """Every static setting of the run, checked against the env (ConfigError names the key)."""
-    scripted = lm_seats.parse_agent_map(config.scripted_agents)
+    scripted = parse_agent_map(config.scripted_agents)
     lm_seats.check_seats(env, config, scripted, int(config.opponent_pool.size))
     seats = lm_seats.seat_layout(config, env.num_agents, scripted)
     num_lm = len(seats["lm_agents"])

@@ -15,8 +15,18 @@ from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_fsdp, check_mesh, check_model_checkpoint, check_one_update, check_positive,
                                              check_positive_ints, check_run, check_stop, stop_defaults)
-from jaxmarl_llm.train.lm.seats import parse_agent_map
 
+
+def parse_agent_map(value) -> dict[int, str]:
+    """`scripted_agents` as {agent index: kind}, from "1:minimax,0:random" or a mapping."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        items = [part.split(":", 1) for part in value.replace(" ", "").split(",") if part]
+        if any(len(kv) != 2 for kv in items):
+            raise ValueError(f"expected 'index:kind[,index:kind]', got {value!r}")
+        return {int(k): v for k, v in items}
+    return {int(k): str(v) for k, v in dict(value).items()}
 
 
 def lm_rl_defaults() -> ml_collections.ConfigDict:

@@ -30,19 +30,6 @@ from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.train.lm.plan import Plan, Turns
 
 
-
-def parse_agent_map(value) -> dict[int, str]:
-    """`scripted_agents` as {agent index: kind}, from "1:minimax,0:random" or a mapping."""
-    if not value:
-        return {}
-    if isinstance(value, str):
-        items = [part.split(":", 1) for part in value.replace(" ", "").split(",") if part]
-        if any(len(kv) != 2 for kv in items):
-            raise ValueError(f"expected 'index:kind[,index:kind]', got {value!r}")
-        return {int(k): v for k, v in items}
-    return {int(k): str(v) for k, v in dict(value).items()}
-
-
 def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
     """Seat settings that cannot work for this env fail at build time, naming the key."""
     a = env.num_agents
@@ -137,8 +124,6 @@ def league_opponents(plan: Plan, key: jax.Array, gid: jax.Array) -> jax.Array:
     edges = jnp.cumsum(jnp.asarray([share for _, share in plan.league]))  # [K]
     kind = jnp.sum(u[:, None] >= edges[None, :], axis=-1)  # index of the first edge above u (K = none)
     return jnp.where(kind < len(plan.league), kind + 1, 0).astype(jnp.int32)
-
-
 
 
 def per_agent(plan: Plan, trainable, agents: tuple[int, ...]):
