@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxmarl_llm.run import entry  # noqa: E402
 from jaxmarl_llm.parallel import mesh as mesh_lib  # noqa: E402
+from jaxmarl_llm.run import entry  # noqa: E402
 from jaxmarl_llm.run.cli import load_config_file  # noqa: E402
 
 
@@ -35,13 +35,17 @@ def main():
     mesh = mesh_lib.make_mesh(1)
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams), mesh, trainer.state_specs)
     step = chunk_fn(trainer, mesh, 1)
+    times = []
     for i in range(args.updates):
         t0 = time.perf_counter()
         state, metrics = step(state, trainer.hparams)
         metrics = jax.device_get(metrics)
+        times.append(time.perf_counter() - t0)
         label = "compile + update" if i == 0 else "update"
-        print(f"{label} {i + 1}: {time.perf_counter() - t0:.1f} s",
+        print(f"{label} {i + 1}: {times[-1]:.3f} s",
               {k: round(float(np.asarray(v)[-1]), 4) for k, v in metrics.items()}, flush=True)
+    if len(times) > 1:
+        print(f"median update (2-{len(times)}): {np.median(times[1:]):.4f} s", flush=True)
 
 
 if __name__ == "__main__":

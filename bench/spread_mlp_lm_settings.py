@@ -22,8 +22,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxmarl_llm.envs import registry  # noqa: E402
-from jaxmarl_llm.train import mlp_ppo  # noqa: E402
 from jaxmarl_llm.run.cli import load_config_file  # noqa: E402
+from jaxmarl_llm.train import mlp_ppo  # noqa: E402
 from spread_mlp_quantized import ROOT, Quantized  # noqa: E402
 
 RUNS = "1:480:16,1:320:24,2:480:16,2:360:16,2:300:16,3:240:16,4:180:16"

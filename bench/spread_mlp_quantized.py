@@ -22,8 +22,8 @@ import numpy as np  # noqa: E402
 
 from jaxmarl_llm.envs import registry  # noqa: E402
 from jaxmarl_llm.envs.text.tokenized_mpe import quantize  # noqa: E402
-from jaxmarl_llm.train import mlp_ppo  # noqa: E402
 from jaxmarl_llm.run.cli import load_config_file  # noqa: E402
+from jaxmarl_llm.train import mlp_ppo  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

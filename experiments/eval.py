@@ -34,12 +34,13 @@ import jax  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from jaxmarl_llm.models import attention  # noqa: E402
+from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS  # noqa: E402
 from jaxmarl_llm.evaluation import play  # noqa: E402
+from jaxmarl_llm.models import attention  # noqa: E402
 from jaxmarl_llm.run import trainers  # noqa: E402
-from jaxmarl_llm.train import lm_rl  # noqa: E402
 from jaxmarl_llm.run.checkpoints import Checkpoints  # noqa: E402
 from jaxmarl_llm.run.cli import check_overrides, main_guard, order_cpu_collectives  # noqa: E402
+from jaxmarl_llm.train import lm_rl  # noqa: E402
 from jaxmarl_llm.train.config import validate_lm_rl  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file (an lm_rl config).", lock_config=True)
@@ -73,7 +74,7 @@ def restore_adapter(trainer, run_dir: str, slot: int):
 
 
 def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> play.Player:
-    if spec in play.SCRIPTED:
+    if spec in BUILTIN_PLAYERS:
         return play.Player(spec)
     if trained_base and spec != "self":  # both seats of a match run one base
         raise app.UsageError(f"--opponent={spec!r}: the checkpoint trained its base (train_base); play it against "

@@ -14,8 +14,8 @@ import ml_collections  # noqa: E402
 from absl import app, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from jaxmarl_llm.run import entry  # noqa: E402
 from jaxmarl_llm.errors import ConfigError  # noqa: E402
+from jaxmarl_llm.run import entry  # noqa: E402
 from jaxmarl_llm.run.cli import check_overrides, main_guard, maybe_init_distributed  # noqa: E402
 from jaxmarl_llm.run.sweep import format_table, make_grid, parse_values, run_sweep  # noqa: E402
 

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.models import config as model_config
+from jaxmarl_llm.models.sampling import SamplingConfig
 from jaxmarl_llm.models.transformer import init_params
 from jaxmarl_llm.policies import candidates as cand_lib
 from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.models.sampling import SamplingConfig
 from jaxmarl_llm.train import lm_rl
-from jaxmarl_llm.train.lm import seats as lm_seats
 from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
-from jaxmarl_llm.errors import ConfigError
+from jaxmarl_llm.train.lm import seats as lm_seats
 from jaxmarl_llm.train.lm.paths import episode_seqs, score
 
 V, M, EOS = 11, 6, 1

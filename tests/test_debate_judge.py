@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxmarl_llm.data import teachers
 from jaxmarl_llm.envs import registry
 from jaxmarl_llm.envs.text.debate import ARGUMENTS
-from jaxmarl_llm.data import teachers
 from jaxmarl_llm.evaluation import evaluate
 
 KW = {"rounds": 2, "capacity": 224, "max_action_tokens": 26}

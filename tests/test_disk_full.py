@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
+from jaxmarl_llm.errors import DiskFullError, no_space_cause
 from jaxmarl_llm.run import checkpoints as checkpoints_lib
 from jaxmarl_llm.run.cli import main_guard
-from jaxmarl_llm.errors import DiskFullError, no_space_cause
 from jaxmarl_llm.run.metrics_log import MetricsLog, read_csv
 from test_run_safety import SPREAD_MLP, TRAIN, _run_config, _snapshot, _train
 

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from jaxmarl_llm.run.cli import main_guard
-from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, sft_defaults,
-                                      validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft)
 from jaxmarl_llm.errors import DivergenceError
 from jaxmarl_llm.parallel.mesh import sharded_chunk
+from jaxmarl_llm.run.cli import main_guard
 from jaxmarl_llm.run.metrics_log import read_csv
 from jaxmarl_llm.run.runner import global_norm, run_training
+from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, sft_defaults,
+                                      validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft)
 from test_run_safety import SPREAD_MLP, _cli, _run_config, _snapshot
 
 NEVER = 10**9

@@ -20,11 +20,11 @@ from jaxmarl_llm.envs.text import arithmetic
 from jaxmarl_llm.envs.text.datasets import DATA_DIR
 from jaxmarl_llm.models.hf import load_pretrained
 from jaxmarl_llm.models.transformer import forward
-from jaxmarl_llm.tokenizers import CharTokenizer
 from jaxmarl_llm.run import entry
+from jaxmarl_llm.run.runner import run_training
+from jaxmarl_llm.tokenizers import CharTokenizer
 from jaxmarl_llm.train import dpo
 from jaxmarl_llm.train.config import ConfigError, dpo_defaults, validate_dpo
-from jaxmarl_llm.run.runner import run_training
 from killing import Killed, assert_resumed_identically, dying_after
 
 PAIRS = os.path.join(DATA_DIR, "arithmetic_pairs.jsonl")

@@ -24,8 +24,8 @@ from jaxmarl_llm.models.sampling import generate
 from jaxmarl_llm.models.transformer import forward, init_params, num_bytes, param_shapes
 from jaxmarl_llm.parallel import mesh as mesh_lib
 from jaxmarl_llm.train import lm_rl
-from jaxmarl_llm.train.lm.setup import build_tokenizer
 from jaxmarl_llm.train.config import ConfigError, dpo_defaults, lm_rl_defaults, sft_defaults, validate_lm_rl
+from jaxmarl_llm.train.lm.setup import build_tokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_lm_rl import CharClassGame, _config  # noqa: E402

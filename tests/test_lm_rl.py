@@ -13,10 +13,10 @@ import pytest
 from flax import struct
 
 from jaxmarl_llm.envs.text.base import TextEnv, TextState
-from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.parallel import mesh as mesh_lib
-from jaxmarl_llm.train.lm.setup import build_tokenizer
+from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
+from jaxmarl_llm.train.lm.setup import build_tokenizer
 
 
 class CharClassGame(TextEnv):

@@ -16,11 +16,11 @@ import pytest
 from jaxmarl_llm.models import hf, transformer
 from jaxmarl_llm.models.config import tiny
 from jaxmarl_llm.run import run_identity
-from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, sft_defaults,
-                                      validate_mlp_ppo)
 from jaxmarl_llm.run.run_identity import (FINGERPRINT_KEY, config_differences, model_fingerprint, run_record,
                                             safetensors_digest)
 from jaxmarl_llm.run.runner import RUN_OUTPUTS
+from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, sft_defaults,
+                                      validate_mlp_ppo)
 from test_run_safety import SPREAD_MLP, _cli, _one_line_error, _run_config, _snapshot, _train
 
 LR = 1e-3  # spread_mlp's

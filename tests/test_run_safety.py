@@ -18,12 +18,12 @@ from jax.sharding import PartitionSpec as P
 from configs import spread_mlp
 from jaxmarl_llm.models import hf, transformer
 from jaxmarl_llm.models.config import tiny
-from jaxmarl_llm.run.cli import main_guard
-from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, parse_resume,
-                                      sft_defaults, validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft)
 from jaxmarl_llm.parallel.mesh import sharded_chunk
+from jaxmarl_llm.run.cli import main_guard
 from jaxmarl_llm.run.metrics_log import MetricsLog, read_csv
 from jaxmarl_llm.run.runner import run_training
+from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, parse_resume,
+                                      sft_defaults, validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "experiments", "train.py")

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from configs import spread_mlp
-from jaxmarl_llm.run import entry
-from jaxmarl_llm.train import mlp_ppo
-from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.errors import DivergenceError
+from jaxmarl_llm.run import entry
 from jaxmarl_llm.run.metrics_log import read_csv
 from jaxmarl_llm.run.runner import run_training
+from jaxmarl_llm.train import mlp_ppo
+from jaxmarl_llm.train.config import ConfigError
 from killing import Killed, dying_after
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

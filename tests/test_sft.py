@@ -18,13 +18,13 @@ from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.envs.text.guess_number import GuessNumber
 from jaxmarl_llm.envs.text.tic_tac_toe import TicTacToe, board_code
 from jaxmarl_llm.envs.text.twenty_questions import TwentyQuestions
+from jaxmarl_llm.evaluation import evaluate, play
 from jaxmarl_llm.models.hf import load_pretrained
 from jaxmarl_llm.models.transformer import forward
-from jaxmarl_llm.evaluation import evaluate, play
 from jaxmarl_llm.run import entry, trainers
+from jaxmarl_llm.run.runner import run_training
 from jaxmarl_llm.train import lm_rl, sft
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, sft_defaults, validate_sft
-from jaxmarl_llm.run.runner import run_training
 from killing import Killed, assert_resumed_identically, dying_after
 from jaxmarl_llm.data.teachers import binary_search, greedy_splitter, minimax_selfplay
 

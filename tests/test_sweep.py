@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from configs import spread_mlp
+from jaxmarl_llm.run.sweep import format_table, make_grid, run_sweep
 from jaxmarl_llm.train import mlp_ppo
 from jaxmarl_llm.train.config import ConfigError
-from jaxmarl_llm.run.sweep import format_table, make_grid, run_sweep
 
 
 def _config():

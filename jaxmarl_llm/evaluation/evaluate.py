@@ -27,8 +27,8 @@ from jax.sharding import PartitionSpec as P
 from jaxmarl_llm.envs.text.base import INFO_RATIOS
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.models import fsdp
-from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
 from jaxmarl_llm.parallel import mesh as mesh_lib
+from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
 
 
 # (key, tokens [A, L], length [A], valid [A, K]: env.candidate_mask) -> action [A, M]

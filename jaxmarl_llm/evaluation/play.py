@@ -25,11 +25,9 @@ import jax.numpy as jnp
 
 from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS, INFO_RATIOS
 from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.evaluation import evaluate
 from jaxmarl_llm.policies import transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy
-from jaxmarl_llm.evaluation import evaluate
-
-SCRIPTED = BUILTIN_PLAYERS  # seat kinds the env plays itself
 
 
 class Player(NamedTuple):
@@ -38,11 +36,11 @@ class Player(NamedTuple):
 
 
 def kinds(players) -> tuple[str, ...]:
-    return tuple(p.kind if p.kind in SCRIPTED else ("lm" if p.lora is not None else "base") for p in players)
+    return tuple(p.kind if p.kind in BUILTIN_PLAYERS else ("lm" if p.lora is not None else "base") for p in players)
 
 
 def loras(players) -> tuple[Any, ...]:
-    return tuple(p.lora if p.kind not in SCRIPTED else None for p in players)
+    return tuple(p.lora if p.kind not in BUILTIN_PLAYERS else None for p in players)
 
 
 def with_temperature(policy: LMPolicy, temperature: float) -> LMPolicy:
@@ -72,7 +70,7 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
     if len(seat_kinds) != env.num_agents:
         raise ValueError(f"{len(seat_kinds)} players for a {env.num_agents}-seat game")
     for kind in seat_kinds:
-        if kind in SCRIPTED and not hasattr(env, "opponent_action"):
+        if kind in BUILTIN_PLAYERS and not hasattr(env, "opponent_action"):
             raise ValueError(f"{type(env).__name__} has no built-in player {kind!r}")
     pad, m = env.codec.pad_id, env.max_action_tokens
     cached = bool(getattr(env, "appends_actions", False)) if incremental is None else bool(incremental)
@@ -80,7 +78,7 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
     def seat_action(seat: int, kind: str, key, base, lora, obs, state, cache):
         """tokens [N, M], mask [N, M] for one seat in every env, and the seat's cache (None if not kept)."""
         keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(obs.tokens.shape[0]))
-        if kind in SCRIPTED:
+        if kind in BUILTIN_PLAYERS:
             act = jax.vmap(lambda k, s: env.opponent_action(k, s, kind))(keys, state)
             return act.tokens[:, seat], jnp.arange(m)[None, :] < act.length[:, seat, None], cache
         trainable = None if lora is None else {"lora": lora}
@@ -103,7 +101,7 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
         a = env.num_agents
         zeros = jnp.zeros((num_episodes, a), bool)
         width = obs.tokens.shape[-1] + m
-        caches0 = tuple(transcripts.init_rows(policy.cfg, num_episodes, width) if cached and kind not in SCRIPTED
+        caches0 = tuple(transcripts.init_rows(policy.cfg, num_episodes, width) if cached and kind not in BUILTIN_PLAYERS
                         else None for kind in seat_kinds)
 
         def turn(carry, t):

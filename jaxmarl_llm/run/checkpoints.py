@@ -25,8 +25,8 @@ import jax
 import orbax.checkpoint as ocp
 from orbax.checkpoint import options as ocp_options
 
-from jaxmarl_llm.parallel import multihost
 from jaxmarl_llm.errors import DiskFullError
+from jaxmarl_llm.parallel import multihost
 
 MB = 2**20
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from jaxmarl_llm.parallel import multihost
-from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.parallel.mesh import sharded_chunk
 from jaxmarl_llm.run.run_identity import check_same_run
 from jaxmarl_llm.run.runner import check_fresh_out_dir, resume_dir, run_training
 from jaxmarl_llm.run.trainers import TRAINERS, TrainerSpec
+from jaxmarl_llm.train.config import ConfigError
 
 
 def spec_of(config) -> TrainerSpec:

@@ -26,12 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
 from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
 from jaxmarl_llm.run.checkpoints import Checkpoints
-from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
-from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
 from jaxmarl_llm.run.metrics_log import MetricsLog, plot_curves, read_csv
 from jaxmarl_llm.run.run_identity import CONFIG_FILE, check_same_run, run_record, write_run_record
+from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
 
 
 # what a run writes into run.out_dir (an SFT / DPO export, model/ and adapter/, is rewritten at the end)

@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.parallel.mesh import bound_update, compiler_options
 from jaxmarl_llm.run.metrics_log import plot_curves
+from jaxmarl_llm.train.config import ConfigError
 
 
 def parse_values(text: str, key: str) -> list[float]:

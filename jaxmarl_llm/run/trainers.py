@@ -20,9 +20,9 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 
+from jaxmarl_llm.evaluation.evaluate import SeatWeights, evaluate_trainer, shared_seat_weights, slot_seat_weights
 from jaxmarl_llm.train import dpo, lm_rl, mlp_ppo, sft
 from jaxmarl_llm.train.config import validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft
-from jaxmarl_llm.evaluation.evaluate import SeatWeights, evaluate_trainer, shared_seat_weights, slot_seat_weights
 
 
 def _keep(config, trainer, result: dict) -> dict:

@@ -46,13 +46,13 @@ from jax.sharding import PartitionSpec as P
 from jaxmarl_llm.algos.dpo import dpo_loss, sequence_log_prob
 from jaxmarl_llm.algos.ppo import shard_mean
 from jaxmarl_llm.algos.sft import token_log_probs
-from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.data.collect import collect, policy_script
 from jaxmarl_llm.data.files import Pairs, load_pairs
+from jaxmarl_llm.data.teachers import make_script
+from jaxmarl_llm.parallel.mesh import global_index
+from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.config import ConfigError, parse_players
 from jaxmarl_llm.train.lm.setup import setup_lm
-from jaxmarl_llm.parallel.mesh import global_index
-from jaxmarl_llm.data.collect import collect, policy_script
-from jaxmarl_llm.data.teachers import make_script
 from jaxmarl_llm.train.lm.weights import base_specs, split_weights
 from jaxmarl_llm.train.optim import adamw
 

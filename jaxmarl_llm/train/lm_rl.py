@@ -35,18 +35,18 @@ from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos import value_norm
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, EstimatorInput, registry_key
+from jaxmarl_llm.evaluation import play
 from jaxmarl_llm.models import fsdp
+from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
-from jaxmarl_llm.evaluation import play
 from jaxmarl_llm.train.config.lm_rl import parse_agent_map
 from jaxmarl_llm.train.lm import seats as lm_seats
+from jaxmarl_llm.train.lm.paths import RolloutPath, rollout_path
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan
 from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
-from jaxmarl_llm.train.lm.paths import RolloutPath, rollout_path
 from jaxmarl_llm.train.lm.scoring import token_values
 from jaxmarl_llm.train.lm.setup import setup_lm
-from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
 
 

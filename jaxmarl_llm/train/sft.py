@@ -58,15 +58,15 @@ from flax import struct
 from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos.sft import select_transcripts, sft_loss
-from jaxmarl_llm.policies.lm_policy import LMPolicy
+from jaxmarl_llm.data.collect import Transcripts, collect, policy_script
 from jaxmarl_llm.data.files import load_transcripts
+from jaxmarl_llm.data.teachers import make_script
+from jaxmarl_llm.parallel.mesh import global_index
+from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.train.lm.setup import setup_lm
-from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.train.lm.weights import base_specs, split_weights
 from jaxmarl_llm.train.optim import adamw
-from jaxmarl_llm.data.collect import Transcripts, collect, policy_script
-from jaxmarl_llm.data.teachers import make_script
 
 
 class SFTHParams(NamedTuple):

@@ -7,11 +7,11 @@ import os
 
 import ml_collections
 
+from jaxmarl_llm.data.teachers import SCRIPTS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_fsdp, check_mesh, check_model_checkpoint, check_non_negative, check_positive,
                                              check_positive_ints, check_run, check_stop, stop_defaults)
 from jaxmarl_llm.train.config.lm_rl import lm_rl_defaults
-from jaxmarl_llm.data.teachers import SCRIPTS
 
 
 def dpo_defaults() -> ml_collections.ConfigDict:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from jaxmarl_llm.envs import registry
-from jaxmarl_llm.policies.lm_policy import LMPolicy, build_model, make_policy
 from jaxmarl_llm.errors import ConfigError
+from jaxmarl_llm.policies.lm_policy import LMPolicy, build_model, make_policy
 from jaxmarl_llm.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer
 
 
