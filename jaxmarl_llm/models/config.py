@@ -6,7 +6,8 @@ The three families differ only in a few switches:
     qwen2   bias on q/k/v projections
     qwen3   per-head RMSNorm on q and k (before RoPE), explicit head_dim
 
-Presets: `PRESETS["qwen3-0.6b"]`, `PRESETS["qwen2.5-0.5b"]`, `PRESETS["llama-3.2-1b"]`, `PRESETS["qwen3-8b"]`
+Presets: `PRESETS["qwen3-0.6b"]`, `PRESETS["qwen3-1.7b"]`, `PRESETS["qwen2.5-0.5b"]`, `PRESETS["llama-3.2-1b"]`,
+`PRESETS["qwen3-8b"]`
 (real sizes) and `tiny(family)` (hidden 64, 2 layers, vocab 256) for tests.
 """
 
@@ -140,6 +141,11 @@ PRESETS: dict[str, ModelConfig] = {
         num_heads=32, num_kv_heads=8, head_dim=128, rope_theta=1_000_000.0, tie_embeddings=False,
         qk_norm=True, max_position_embeddings=40960, bos_token_id=151643, eos_token_id=151645,
         stop_token_ids=(151645, 151643)),
+    "qwen3-1.7b": ModelConfig(
+        family="qwen3", vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_layers=28,
+        num_heads=16, num_kv_heads=8, head_dim=128, rope_theta=1_000_000.0, tie_embeddings=True,
+        qk_norm=True, max_position_embeddings=40960, bos_token_id=151643,
+        eos_token_id=151645, stop_token_ids=(151645, 151643)),
     "qwen3-0.6b": ModelConfig(
         family="qwen3", vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_layers=28,
         num_heads=16, num_kv_heads=8, head_dim=128, rope_theta=1_000_000.0, tie_embeddings=True,

@@ -265,6 +265,10 @@ def build_model(mcfg, tokenizer, seed: int, host: bool = False) -> tuple[ModelCo
         if tokenizer.vocab_size > cfg.vocab_size:
             raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids but the checkpoint's vocab is {cfg.vocab_size}")
         return cfg.replace(**attention_settings(mcfg)), params
+    if mcfg.get("preset", ""):  # that architecture exactly, its vocabulary included, with random weights
+        cfg = preset_config(mcfg, tokenizer)
+        params = init_params(cfg, jax.random.PRNGKey(seed), std=mcfg.init_std)
+        return cfg, jax.device_get(params) if host else params
     # exactly the tokenizer's ids: a model never samples an id the env cannot decode
     cfg = model_config.tiny(
         mcfg.family, vocab_size=tokenizer.vocab_size, hidden_size=mcfg.hidden_size, intermediate_size=mcfg.intermediate_size,
@@ -276,6 +280,15 @@ def build_model(mcfg, tokenizer, seed: int, host: bool = False) -> tuple[ModelCo
     # as far as |lm_head rows| allows; a from-scratch base needs room to express preferences.
     params = init_params(cfg, jax.random.PRNGKey(seed), std=mcfg.init_std)
     return cfg, jax.device_get(params) if host else params
+
+
+def preset_config(mcfg, tokenizer) -> ModelConfig:
+    """`model.preset`'s architecture (models/config.py PRESETS) in `model.dtype`, with the group's attention
+    settings; the tokenizer's ids must fit its vocabulary."""
+    cfg = model_config.PRESETS[mcfg.preset]
+    if tokenizer.vocab_size > cfg.vocab_size:
+        raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids but {mcfg.preset}'s vocab is {cfg.vocab_size}")
+    return cfg.replace(dtype=mcfg.dtype, param_dtype=mcfg.dtype, **attention_settings(mcfg))
 
 
 def attention_settings(mcfg) -> dict:

@@ -122,6 +122,13 @@ def check_model_checkpoint(config: ml_collections.ConfigDict) -> None:
         block = config.model.get(name, 0)
         _require(valid_attention_block(block), f"model.{name}",
                  f"must be 0 (the platform's default) or a power of two >= 16, got {block!r}")
+    from jaxmarl_llm.models.config import PRESETS
+
+    preset = config.model.get("preset", "")
+    _require(preset == "" or preset in PRESETS, "model.preset",
+             f"{preset!r} is not a preset; choose one of {', '.join(sorted(PRESETS))} (or '' for model.* sizes)")
+    _require(not (preset and config.model.checkpoint), "model.preset",
+             "a preset builds a random model; with model.checkpoint the folder's config.json gives the architecture")
     if config.model.checkpoint:
         _require(os.path.isdir(config.model.checkpoint), "model.checkpoint",
                  f"{config.model.checkpoint!r} is not a folder; pass a local Hugging Face model folder")

@@ -39,6 +39,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.model = ml_collections.ConfigDict(
         {
             "checkpoint": "",  # a local HF folder (config.json + safetensors); "" = random tiny model below
+            # a real architecture with random weights (models/config.py PRESETS: qwen3-0.6b, qwen3-1.7b,
+            # qwen2.5-0.5b, llama-3.2-1b, qwen3-8b), its vocabulary included; the sizes below are then ignored
+            "preset": "",
             "dtype": "float32",
             "family": "qwen3",
             "hidden_size": 64,
