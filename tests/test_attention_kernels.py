@@ -382,9 +382,9 @@ def tic_tac_toe_update(backend: str) -> dict[str, float]:
 
 
 def test_tic_tac_toe_update_runs_on_pallas_and_equals_xla():
-    """The CLI path that jaxlib 0.10.2's XLA:CPU crashes without the compiler options: it segfaults in a YNNPACK transpose running this
-    update with the interpreted kernels (models/attention.CPU_INTERPRET_OPTIONS turns those fusions off for such
-    programs). The pallas run goes in a child process, so a crash fails this test instead of killing the worker;
+    """The CLI path that jaxlib 0.10.2's XLA:CPU crashes without the compiler options: it segfaults in a YNNPACK
+    transpose running this update with the interpreted kernels (models/attention.CPU_INTERPRET_OPTIONS turns those
+    fusions off for such programs). The pallas run goes in a child process, so a crash fails this test instead of killing the worker;
     its metrics (returns, losses, gradient norm) equal the "xla" run's."""
     import json
     import os

@@ -17,7 +17,7 @@ from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
 from jaxmarl_llm.train.lm import seats as lm_seats
-from jaxmarl_llm.train.lm.paths import episode_seqs, score
+from jaxmarl_llm.train.lm.paths import rollout_path
 
 V, M, EOS = 11, 6, 1
 
@@ -183,9 +183,10 @@ def test_replies_always_parse_and_the_loss_rescores_the_recorded_log_probs(game,
         turns, seats, final = trainer.rollout(jax.random.PRNGKey(5), base, state.trainable, state.pool,
                                               jnp.arange(plan.num_envs))
         train = lm_seats.loss_seats(plan, turns, seats.learns)
-        seqs = episode_seqs(plan, final, train, seats.learns) if plan.incremental else None
-        lp, ent, _ = score(plan, trainer.policy, base, state.trainable, train, seqs)
-        ref_lp = score(plan, trainer.policy, base, state.trainable, train, seqs, reference=True)[0]
+        path = rollout_path(plan)
+        seqs = path.episode_seqs(plan, final, train, seats.learns)  # None on the re-read path
+        lp, ent, _ = path.score(plan, trainer.policy, base, state.trainable, train, seqs)
+        ref_lp = path.score(plan, trainer.policy, base, state.trainable, train, seqs, reference=True)[0]
         return turns, train, lp, ent, ref_lp
 
     turns, train, lp, ent, ref_lp = jax.device_get(check(state, trainer.base))

@@ -224,7 +224,8 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
             if src not in _FLOOR or dst not in _FLOOR:
                 bad.append(f"{module} -> {dep} (room {src if src not in _FLOOR else dst} is on no floor: add it)")
             elif _FLOOR[dst] <= _FLOOR[src]:
-                bad.append(f"{module} -> {dep} ({dst} is {'on the same floor as' if _FLOOR[dst] == _FLOOR[src] else 'above'} {src})")
+                where = "on the same floor as" if _FLOOR[dst] == _FLOOR[src] else "above"
+                bad.append(f"{module} -> {dep} ({dst} is {where} {src})")
     return bad
 
 

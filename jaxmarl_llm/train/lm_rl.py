@@ -101,15 +101,16 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         incremental = False
     m = env.max_action_tokens
     plan = Plan(
-        algo=registry_key(config.algo, config.credit), num_agents=env.num_agents, num_envs=config.num_envs, group_size=config.group_size,
-        num_turns=config.num_turns, update_epochs=config.update_epochs, num_minibatches=config.num_minibatches,
+        algo=registry_key(config.algo, config.credit), num_agents=env.num_agents, num_envs=config.num_envs,
+        group_size=config.group_size, num_turns=config.num_turns, update_epochs=config.update_epochs,
+        num_minibatches=config.num_minibatches,
         num_microbatches=int(config.num_microbatches), max_action_tokens=m, pad_id=pad_id, actions=policy.actions,
         **seats,
         incremental=incremental, movers=min(env.max_movers or num_lm, num_lm), chunk=int(config.rollout.chunk),
         widths=transcripts.score_widths(env.capacity + m, config.rollout.min_score_width) if incremental else (),
         min_score_width=config.rollout.min_score_width, central=config.critic.kind in ("mappo", "world_state"),
         world_critic=_world_size(env) if config.critic.kind == "world_state" else 0,
-        critic_hidden=config.critic.hidden, token_credit=ALGORITHMS[registry_key(config.algo, config.credit)].token_values,
+        critic_hidden=config.critic.hidden,
         clip_value=bool(config.clip_value), kl_estimator=config.kl_estimator,
         use_kl=float(config.kl_coef) != 0.0 or float(config.guard.max_kl_ref) > 0,  # the KL guard reads kl_ref
         grpo_normalize_std=bool(config.grpo_normalize_std), loss_aggregation=config.loss_aggregation,
@@ -150,7 +151,8 @@ def make_train(config, env=None) -> LMTrainer:
                                 value_norm=P() if plan.value_norm else None)
     return LMTrainer(
         env=setup.env, config=config, plan=plan, hparams=LMHParams.from_config(config), policy=policy,
-        tokenizer=setup.tokenizer, base=setup.base, init=init, update=functools.partial(update, plan, path, setup.env, policy),
+        tokenizer=setup.tokenizer, base=setup.base, init=init,
+        update=functools.partial(update, plan, path, setup.env, policy),
         rollout=functools.partial(rollout, plan, path, setup.env, policy), state_specs=state_specs,
         base_specs=functools.partial(fsdp.param_specs, policy.cfg))
 

@@ -51,7 +51,8 @@ from jaxmarl_llm.envs.text.buffers import TextAction
 
 # an LM answerer's replies equal to the oracle's, over every listed question and over those whose truth is Yes
 # (which "always No" gets all wrong)
-declare_info_ratios(answer_accuracy=("answer_correct", "answered"), yes_answer_accuracy=("answer_correct_yes", "answered_yes"))
+declare_info_ratios(answer_accuracy=("answer_correct", "answered"),
+                    yes_answer_accuracy=("answer_correct_yes", "answered_yes"))
 
 PROMPT = (
     "Let's play twenty questions. I am thinking of a common noun. Ask yes/no questions to find it "

@@ -222,7 +222,8 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
     except (TypeError, ValueError) as err:
         raise ConfigError(f"config.scripted_agents: {err}; write e.g. '1:minimax'") from None
     for agent, kind in kinds.items():
-        _require(kind in BUILTIN_PLAYERS, "scripted_agents", f"agent {agent}: kind must be random or minimax, got {kind!r}")
+        _require(kind in BUILTIN_PLAYERS, "scripted_agents",
+                 f"agent {agent}: kind must be random or minimax, got {kind!r}")
     pool = config.opponent_pool
     _require(isinstance(pool.size, int) and pool.size >= 0, "opponent_pool.size", f"must be an integer >= 0, got {pool.size!r}")
     check_positive_ints(pool, ("refresh_every",), prefix="opponent_pool.")

@@ -64,7 +64,8 @@ def validate_mlp_ppo(config: ml_collections.ConfigDict) -> None:
         registry.make(config.env_name, **config.env_kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"config.env_kwargs: {err}") from None
-    _require(config.critic.kind in ("ippo", "mappo"), "critic.kind", f"must be 'ippo' or 'mappo', got {config.critic.kind!r}")
+    _require(config.critic.kind in ("ippo", "mappo"), "critic.kind",
+             f"must be 'ippo' or 'mappo', got {config.critic.kind!r}")
     check_positive_ints(config, ("num_envs", "num_steps", "update_epochs", "num_minibatches"))
     _require(
         config.num_steps % config.num_minibatches == 0,

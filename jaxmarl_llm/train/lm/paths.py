@@ -110,13 +110,3 @@ INCREMENTAL = RolloutPath(act=rollout_lib.act_incremental, init_cache=rollout_li
 def rollout_path(plan: Plan) -> RolloutPath:
     """The path `make_plan` chose (`plan.incremental`: a token game with rollout.incremental on)."""
     return INCREMENTAL if plan.incremental else REREAD
-
-
-def score(plan: Plan, policy, base, trainable, batch, seqs, reference: bool = False, width: int | None = None):
-    """The scores of `batch` on the plan's path (see `RolloutPath.score`)."""
-    return rollout_path(plan).score(plan, policy, base, trainable, batch, seqs, reference, width)
-
-
-def episode_seqs(plan: Plan, final_tokens, train_turns, learns):
-    """The plan's path's episode sequences (None on the re-read path)."""
-    return rollout_path(plan).episode_seqs(plan, final_tokens, train_turns, learns)

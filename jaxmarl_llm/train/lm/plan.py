@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmarl_llm.algos.lm_objective import ALGORITHMS
+
 
 class LMHParams(NamedTuple):
     """The numbers a sweep may vmap over (arrays, traced)."""
@@ -70,7 +72,6 @@ class Plan:
     central: bool  # MAPPO: one critic over every seat's transcript summary (or the env's world state)
     world_critic: int  # > 0: the central critic reads env.world_state, a vector of this size
     critic_hidden: int
-    token_credit: bool  # PPO's GAE over generated tokens instead of turns
     clip_value: bool
     use_kl: bool
     kl_estimator: str
@@ -93,6 +94,10 @@ class Plan:
     @property
     def num_lm(self) -> int:
         return len(self.lm_agents)
+
+    @property
+    def token_credit(self) -> bool:  # the algorithm reads a value per generated token (PPO's `credit="token"`)
+        return ALGORITHMS[self.algo].token_values
 
     def slots(self) -> jax.Array:  # [A] int
         return jnp.asarray(np.asarray(self.slot_of_agent))

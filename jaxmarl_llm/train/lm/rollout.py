@@ -204,8 +204,8 @@ def critic_features(plan: Plan, policy: LMPolicy, base, final: jax.Array, prompt
 def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> dict:
     """Mean episode return over learning seats (learns [N, A]), the team return (their sum), each seat's return,
     success rate (a positive return), turns, tokens per turn, format errors per learner turn, `<key>_rate`
-    per learner episode for boolean game outcomes (and `<key>_rate_agent<i>` per learning seat), and the game's declared `INFO_RATIOS` over every seat's moves
-    (0 when there were no tries)."""
+    per learner episode for boolean game outcomes (and `<key>_rate_agent<i>` per learning seat), and the games'
+    declared `INFO_RATIOS` over every seat's moves (0 when there were no tries)."""
 
     def total(x):
         x = jnp.sum(x)
