@@ -37,8 +37,8 @@ def test_page_states_the_true_line_count_of_lm_rl():
 
 
 def _patch(cwd: Path, patch_file: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["patch", "-p1", "--batch", "--forward", "--fuzz=0", *extra, "-i", str(patch_file)],
-                          cwd=cwd, capture_output=True, text=True)
+    """`git apply` (exact context, no fuzz) in `cwd`, a plain folder: git is what a clone of this repository has."""
+    return subprocess.run(["git", "apply", "-p1", *extra, str(patch_file)], cwd=cwd, capture_output=True, text=True)
 
 
 # runs in a fresh interpreter whose sys.path puts the patched copy first
@@ -87,16 +87,14 @@ print("RESULT " + json.dumps(out))
 def test_forking_diff_applies_and_trains(tmp_path):
     blocks = _diff_blocks(_page())
     assert blocks, "docs/forking.md has no ```diff block"
-    if shutil.which("patch") is None:
-        pytest.skip("GNU patch is not installed")
     shutil.copytree(REPO / "jaxmarl_llm", tmp_path / "jaxmarl_llm", ignore=shutil.ignore_patterns("__pycache__"))
     for i, block in enumerate(blocks):
         patch_file = tmp_path / f"forking_{i}.diff"
         patch_file.write_text(block)
-        dry = _patch(tmp_path, patch_file, "--dry-run")
+        dry = _patch(tmp_path, patch_file, "--check")
         if dry.returncode:
             pytest.fail(f"docs/forking.md's diff block {i} does not apply to the current jaxmarl_llm "
-                        f"(patch -p1 --dry-run):\n{dry.stdout}{dry.stderr}\n--- the block:\n{block}")
+                        f"(git apply --check):\n{dry.stdout}{dry.stderr}\n--- the block:\n{block}")
         applied = _patch(tmp_path, patch_file)
         assert applied.returncode == 0, applied.stdout + applied.stderr
     assert "grpo_median" in (tmp_path / "jaxmarl_llm" / "algos" / "lm_objective.py").read_text()
