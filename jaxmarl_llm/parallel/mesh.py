@@ -148,6 +148,12 @@ def sharded_chunk(trainer: Updatable, mesh: Mesh, num_updates: int) -> Callable[
         return fn(runner, hp, base)
 
     run.lower = lambda runner, hp: fn.lower(runner, hp, base)  # .compile().memory_analysis(): per-device bytes
+
+    def compile(runner, hp):  # ahead of the first call (the runner times it): the compiled chunk, same signature
+        executable = fn.lower(runner, hp, base).compile()
+        return lambda r, h: executable(r, h, base)
+
+    run.compile = compile
     return run
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
 from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
+from jaxmarl_llm.parallel.peak import peak_flops
 from jaxmarl_llm.run.checkpoints import Checkpoints
 from jaxmarl_llm.run.metrics_log import MetricsLog, plot_curves, read_csv
 from jaxmarl_llm.run.run_identity import CONFIG_FILE, check_same_run, run_record, write_run_record
@@ -136,12 +137,13 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     per_chunk = config.run.updates_per_chunk
     compiled: dict[int, Callable] = {}
     bar = _progress(config, trainer.num_updates, start) if multihost.primary() else None
+    peak = _peak(config, mesh)
     update, chunks_done, last = start, 0, {}
     try:
         while update < trainer.num_updates:
             k = min(per_chunk, trainer.num_updates - update)
             if k not in compiled:
-                compiled[k] = chunk_fn(trainer, mesh, k)
+                compiled[k] = _compile(chunk_fn(trainer, mesh, k), state, hp, k)
             t0 = time.perf_counter()
             state, metrics = compiled[k](state, hp)
             metrics = jax.device_get(metrics)
@@ -152,6 +154,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
                 row = {"update": update + i + 1, "env_steps": (update + i + 1) * steps_per_update}
                 row.update({name: float(np.asarray(v)[i]) for name, v in metrics.items()})
                 row["steps_per_second"] = sps
+                row.update(throughput(row, seconds / k, peak))
                 rows.append(row)
             crossed = stop.check_rows(rows)  # the first update past a metric bound: its row is the last written
             if crossed is not None:
@@ -164,7 +167,9 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             last = rows[-1]
             if bar is not None:
                 bar.update(len(rows))
-                bar.set_postfix({headline: f"{last.get(headline, float('nan')):.2f}", "sps": f"{last['steps_per_second']:.0f}"})
+                bar.set_postfix({headline: f"{last.get(headline, float('nan')):.2f}", "sps": f"{last['steps_per_second']:.0f}",
+                                 **({"tok/s": f"{last['tokens_per_second']:.0f}", "mfu": f"{last['mfu']:.1%}"}
+                                    if "mfu" in last else {})})
             if crossed is not None:
                 raise stop.diverged(*crossed[1:], update, ckpt)
             _check_finite(last, update, ckpt)
@@ -250,6 +255,42 @@ class Guard:
         for line in said:
             print(line, file=sys.stderr, flush=True)
         return said
+
+
+def _compile(chunk: Callable, state: Any, hp: Any, k: int) -> Callable:
+    """The chunk of k updates compiled ahead of its first call, so its time is said apart from the run's."""
+    if not hasattr(chunk, "lower"):
+        return chunk
+    t0 = time.perf_counter()
+    executable = chunk.compile(state, hp) if hasattr(chunk, "compile") else chunk
+    _say(f"compiled {k} update{'s' if k > 1 else ''} per call in {time.perf_counter() - t0:.1f} s")
+    return executable
+
+
+def _peak(config, mesh) -> float | None:
+    """The mesh's peak matmul FLOP/s in the model's compute dtype (parallel/peak.py); None for runs without a
+    model (MLP) or on a device with no known peak."""
+    if "model" not in config:
+        return None
+    try:
+        one, source = peak_flops(config.model.get("dtype", "float32"))
+    except ValueError as err:
+        _say(f"mfu not reported: {err}")
+        return None
+    _say(f"mfu over {one * mesh.size / 1e12:.3g} TFLOP/s ({source}, x{mesh.size} devices)")
+    return one * mesh.size
+
+
+def throughput(row: dict[str, float], seconds: float, peak: float | None) -> dict[str, float]:
+    """tokens_per_second (what the update's forwards read: rollout + loss) and mfu (its model FLOPs over the
+    peak) from the update's own counts (train/lm/throughput.py) and its share of the chunk's wall time."""
+    flops = sum(v for k, v in row.items() if k.startswith("flops_"))
+    if not flops:
+        return {}
+    out = {"tokens_per_second": (row.get("tokens_rollout", 0.0) + row.get("tokens_loss", 0.0)) / seconds}
+    if peak:
+        out["mfu"] = flops / seconds / peak
+    return out
 
 
 EVAL_PREFIX = "eval/"  # metrics of the in-graph evaluation: NaN in the rows of updates that did not play it

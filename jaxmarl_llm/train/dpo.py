@@ -53,6 +53,7 @@ from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.config import ConfigError, parse_players
 from jaxmarl_llm.train.lm.setup import setup_lm
+from jaxmarl_llm.train.lm.throughput import sequence_work
 from jaxmarl_llm.train.lm.weights import base_specs, split_weights
 from jaxmarl_llm.train.optim import adamw
 
@@ -226,7 +227,8 @@ def make_train(config, env=None) -> DPOTrainer:
         tx, lr_at = adamw(hp, num_updates, config)
         updates, opt_state = tx.update(grads, state.opt_state, state.trainable)
         trainable = optax.apply_updates(state.trainable, updates)
-        metrics = {**metrics, "lr": lr_at(state.update_step.astype(jnp.float32))}
+        metrics = {**metrics, "lr": lr_at(state.update_step.astype(jnp.float32)),
+                   **sequence_work(policy.cfg, data.mask, 4, axis_name)}  # a step (3 forwards) + the reference
         return DPOState(trainable, opt_state, key, state.data_key, state.update_step + 1), metrics
 
     def score(state: DPOState, base, data: Pairs) -> tuple[jax.Array, jax.Array]:

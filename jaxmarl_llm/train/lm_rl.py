@@ -46,6 +46,7 @@ from jaxmarl_llm.train.lm.paths import RolloutPath, rollout_path
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan
 from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
 from jaxmarl_llm.train.lm.scoring import token_values
+from jaxmarl_llm.train.lm.throughput import update_work
 from jaxmarl_llm.train.lm.setup import setup_lm
 from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
 
@@ -238,6 +239,7 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
         metrics["scored"] = ran.mean()
     metrics["zero_advantage_share"] = zero_advantage_share(adv, train_turns.acts, axis_name)
     metrics.update(episode_metrics(turns, seats.learns, axis_name))
+    metrics.update(update_work(plan, path.rows, policy.cfg, turns, train_turns, axis_name))  # tokens/s and MFU
     if algo_state is not None:  # a stateful estimator's per-role state (RAE: each role's running mean return)
         metrics.update({f"baseline_agent{a}": algo_state[a] for a in range(plan.num_agents)})
     step = state.update_step + 1

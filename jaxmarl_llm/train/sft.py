@@ -65,6 +65,7 @@ from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.config import ConfigError
 from jaxmarl_llm.train.lm.setup import setup_lm
+from jaxmarl_llm.train.lm.throughput import sequence_work
 from jaxmarl_llm.train.lm.weights import base_specs, split_weights
 from jaxmarl_llm.train.optim import adamw
 
@@ -223,7 +224,8 @@ def make_train(config, env=None) -> SFTTrainer:
             step = sums["kept_fraction"] > 0
             trainable, opt_state = jax.tree.map(lambda new, old: jnp.where(step, new, old),
                                                 (trainable, opt_state), (state.trainable, state.opt_state))
-        metrics = {**metrics, **extra, "lr": lr_at(state.update_step.astype(jnp.float32))}
+        metrics = {**metrics, **extra, "lr": lr_at(state.update_step.astype(jnp.float32)),
+                   **sequence_work(policy.cfg, data.mask, 3, axis_name)}  # tokens/s and MFU (run/runner.py)
         return SFTState(trainable, opt_state, key, state.update_step + 1), metrics
 
     def export(state: SFTState, path: str) -> str:

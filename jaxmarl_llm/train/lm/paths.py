@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.train.lm import rollout as rollout_lib
-from jaxmarl_llm.train.lm import scoring
+from jaxmarl_llm.train.lm import scoring, throughput
 from jaxmarl_llm.train.lm.plan import Plan
 
 
@@ -38,6 +38,8 @@ class RolloutPath(NamedTuple):
     # (trainable, plan, policy, base, minibatch turns, adv, ret, hp, axis_name, seqs) -> (grads, metrics)
     grads: Callable
     check: Callable  # (plan, envs of a device) -> None: raise ConfigError for minibatches this path cannot cut
+    # (prompt_len, generated, who: [T, N, A]) -> the length of each row its forwards read (train/lm/throughput.py)
+    rows: Callable
 
 
 # ---- minibatches --------------------------------------------------------------------------------------------
@@ -100,11 +102,11 @@ def no_seqs(plan: Plan, final_tokens, train_turns, learns):
 
 REREAD = RolloutPath(act=rollout_lib.act_reread, init_cache=rollout_lib.no_cache, keep_prompts=True,
                      episode_seqs=no_seqs, score=scoring.score_reread, minibatches=turn_minibatches,
-                     grads=scoring.reread_grads, check=check_turn_slices)
+                     grads=scoring.reread_grads, check=check_turn_slices, rows=throughput.turn_rows)
 INCREMENTAL = RolloutPath(act=rollout_lib.act_incremental, init_cache=rollout_lib.init_cache, keep_prompts=False,
                           episode_seqs=scoring.episode_seqs, score=scoring.score_episodes,
                           minibatches=episode_minibatches, grads=scoring.incremental_grads,
-                          check=check_whole_episodes)
+                          check=check_whole_episodes, rows=throughput.episode_rows)
 
 
 def rollout_path(plan: Plan) -> RolloutPath:

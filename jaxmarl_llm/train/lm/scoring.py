@@ -81,7 +81,10 @@ def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
 
     # sharded weights (mesh.fsdp): every device of the group takes the same branch around the forwards' gathers
     every = fsdp.agree_all(jnp.all(jax.vmap(need)(batch)), weights, policy.cfg)
-    return jax.lax.cond(every, run, lambda b: jax.lax.map(one, b), batch)
+    # one turn at a time, rematerialised: the backward recomputes a turn's forward. Without it, autodiff of the
+    # map saves each turn's residuals stacked over turns, and the cond's pass the base weights through as
+    # residuals too: T copies of the base (46 GiB for a 0.6B model and a 9-turn game)
+    return jax.lax.cond(every, run, lambda b: jax.lax.map(jax.checkpoint(one), b), batch)
 
 
 def score_reread(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs=None, reference: bool = False,
