@@ -11,7 +11,7 @@ projections of every layer (self-play), float32 with Adam, over the frozen bfloa
 split 8 ways (models/fsdp.py) and gathered one layer at a time. Batch: 128 debates an update = 16 GRPO groups of
 8, 8 per device, 1664-token KV rows, one episode's loss at a time (`num_microbatches=8`). No training result:
 there is no pod here; tests/test_fsdp.py checks the config validates up to the checkpoint and that this table is
-`memory_table()`'s. Per device (jaxmarl_llm/run/memory.py `lm_rl_memory`; activations estimated, keep a few GiB
+`memory_table()`'s. Per device (jaxmarl_llm/train/lm/memory.py `lm_rl_memory`; activations estimated, keep a few GiB
 free for XLA's own buffers):
 
                                                       fsdp=8        fsdp=1
@@ -35,8 +35,8 @@ Options: `--config.mesh.fsdp`, `--config.lr`, `--config.total_episodes`.
 """
 
 from jaxmarl_llm.models.config import PRESETS
-from jaxmarl_llm.run import memory
 from jaxmarl_llm.train.config import lm_rl_defaults
+from jaxmarl_llm.train.lm import memory
 
 CHECKPOINT = "/path/to/Qwen3-8B"  # placeholder: pass --config.model.checkpoint (and --config.tokenizer)
 NUM_DEVICES, FSDP = 16, 8  # v5e-16, or 2 nodes x 8 H100: data = 2 rows of 8

@@ -1,11 +1,19 @@
 """Memory of the compiled LM update, from XLA's own view of it (compiled, nothing runs)."""
 
+import copy
+import os
 import re
 
 import jax
+import pytest
 
+from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.run import entry
 from jaxmarl_llm.run.cli import load_config_file
+from jaxmarl_llm.train.config import validate_lm_rl
+from jaxmarl_llm.train.lm import memory
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _compiled_update(config):
@@ -31,3 +39,65 @@ def test_reread_update_holds_no_copy_of_the_base_per_turn():
     assert not trainer.plan.incremental and turns == 9
     stacked = {(turns,) + x.shape for x in jax.tree.leaves(trainer.base) if x.ndim >= 2}
     assert stacked & _array_shapes(compiled.as_text()) == set()
+
+
+def _small_model(c, **kw):
+    c.mesh.num_devices, c.in_graph_eval.every = 1, 0
+    c.model.update(hidden_size=256, intermediate_size=768, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=64)
+    for k, v in kw.items():
+        c[k] = v
+    return c
+
+
+def _xla_bytes(compiled) -> int:
+    m = compiled.memory_analysis()
+    return m.argument_size_in_bytes + m.temp_size_in_bytes
+
+
+@pytest.mark.parametrize("spec,kw", [
+    ("tic_tac_toe.py", {"num_envs": 8, "group_size": 8}),  # incremental: KV cache, whole episodes in the loss
+    ("tic_tac_toe.py:scratch", {"num_envs": 8}),  # re-read: every turn's prompt, turns one at a time
+])
+def test_memory_plan_within_15_percent_of_xlas_analysis(spec, kw):
+    """The plan of a built trainer (train/lm/memory.py trainer_memory) against XLA's own analysis of the compiled
+    update: arguments + temporaries, per device, float32 (XLA:CPU adds float32 copies of bfloat16 operands that a
+    GPU does not make)."""
+    c = _small_model(load_config_file(os.path.join(ROOT, "configs", spec)), **kw)
+    trainer, compiled = _compiled_update(c)
+    planned = memory.trainer_memory(trainer)[memory.PEAK]
+    xla = _xla_bytes(compiled)
+    assert abs(planned - xla) <= 0.15 * xla, (planned / 2**20, xla / 2**20)
+
+
+def test_auto_microbatches_fit_where_one_slice_does_not():
+    """With a device budget between the plans of 1 and 4 loss slices, num_microbatches="auto" picks a split that
+    fits, XLA's analysis of its compiled update fits too (that of one slice does not), and the one-slice run is
+    refused at start-up in one line that names the fix."""
+    c = _small_model(load_config_file(os.path.join(ROOT, "configs", "tic_tac_toe.py")), num_envs=8, group_size=8)
+    one, compiled_one = _compiled_update(c)
+    c4 = copy.deepcopy(c)
+    c4.num_microbatches = 4
+    four, compiled_four = _compiled_update(c4)
+    plan_one, plan_four = (memory.trainer_memory(t)[memory.PEAK] for t in (one, four))
+    budget = (plan_one + plan_four) / 2
+    assert _xla_bytes(compiled_four) < budget < _xla_bytes(compiled_one)
+    c.mesh.device_memory_gib = budget / 2**30
+    with pytest.raises(ConfigError) as err:
+        memory.check_fits(one, c)
+    assert "num_microbatches='auto'" in str(err.value) and "\n" not in str(err.value)
+    c.num_microbatches = "auto"
+    auto, compiled_auto = _compiled_update(c)
+    assert auto.plan.num_microbatches > 1
+    assert _xla_bytes(compiled_auto) < budget
+    memory.check_fits(auto, c)  # no error
+
+
+def test_device_memory_gib_and_auto_are_checked():
+    c = load_config_file(os.path.join(ROOT, "configs", "tic_tac_toe.py"))
+    for key, value, what in [("num_microbatches", "some", "positive integer"), ("num_microbatches", 0, "positive"),
+                             ("mesh.device_memory_gib", -1.0, ">= 0")]:
+        bad = copy.deepcopy(c)
+        group, _, name = key.rpartition(".")
+        (bad[group] if group else bad)[name] = value
+        with pytest.raises(ConfigError, match=what):
+            validate_lm_rl(bad)

@@ -33,6 +33,8 @@ def train_from_config(config) -> dict:
     if resume_dir(config) is not None:  # likewise a resume with another config (run_training checks again, and warns)
         check_same_run(config, resume_dir(config), announce=False)
     trainer, chunk_fn, steps, headline = build(config)
+    if spec_of(config).check_memory is not None:  # before compiling: a run that cannot fit is refused in seconds
+        spec_of(config).check_memory(config, trainer)
     result = run_training(config, trainer, chunk_fn, steps, headline, trainable=spec_of(config).trainable)
     return after_training(config, trainer, result)
 

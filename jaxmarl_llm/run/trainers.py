@@ -23,6 +23,7 @@ import jax
 from jaxmarl_llm.evaluation.evaluate import SeatWeights, evaluate_trainer, shared_seat_weights, slot_seat_weights
 from jaxmarl_llm.train import dpo, lm_rl, mlp_ppo, sft
 from jaxmarl_llm.train.config import validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft
+from jaxmarl_llm.train.lm import memory
 
 
 def _keep(config, trainer, result: dict) -> dict:
@@ -46,6 +47,8 @@ class TrainerSpec(NamedTuple):
     seat_weights: Callable[[Any, Any], SeatWeights] | None = None
     # runner state -> the pytree of trained parameters, whose global norm the runner bounds (config.stop)
     trainable: Callable[[Any], Any] = _trainable
+    # (config, trainer) -> None: ConfigError at start-up when the run's memory plan exceeds a device's memory
+    check_memory: Callable[[Any, Any], None] | None = None
 
 
 # ---- after-training hooks -----------------------------------------------------------------------
@@ -100,7 +103,8 @@ TRAINERS: dict[str, TrainerSpec] = {
                            lambda c: "team_return", trainable=lambda state: state.params),
     # env_steps: env steps the rollout scans (num_envs x num_turns; an episode that ends early counts them all)
     "lm_rl": TrainerSpec(validate_lm_rl, lm_rl.make_train, lambda c: c.num_envs * c.num_turns, _lm_headline,
-                         _eval_if_asked, slot_seat_weights),
+                         _eval_if_asked, slot_seat_weights,
+                         check_memory=lambda config, trainer: memory.check_fits(trainer, config)),
     "sft": TrainerSpec(validate_sft, sft.make_train, lambda c: c.num_envs, _sft_headline, _export_sft,
                        shared_seat_weights),
     # env_steps counts preference pairs

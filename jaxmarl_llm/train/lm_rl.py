@@ -41,13 +41,14 @@ from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
 from jaxmarl_llm.train.config.lm_rl import parse_agent_map
+from jaxmarl_llm.train.lm import memory
 from jaxmarl_llm.train.lm import seats as lm_seats
 from jaxmarl_llm.train.lm.paths import RolloutPath, rollout_path
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan
 from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
 from jaxmarl_llm.train.lm.scoring import token_values
-from jaxmarl_llm.train.lm.throughput import update_work
 from jaxmarl_llm.train.lm.setup import setup_lm
+from jaxmarl_llm.train.lm.throughput import update_work
 from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
 
 
@@ -105,7 +106,8 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         algo=registry_key(config.algo, config.credit), num_agents=env.num_agents, num_envs=config.num_envs,
         group_size=config.group_size, num_turns=config.num_turns, update_epochs=config.update_epochs,
         num_minibatches=config.num_minibatches,
-        num_microbatches=int(config.num_microbatches), max_action_tokens=m, pad_id=pad_id, actions=policy.actions,
+        num_microbatches=1 if config.num_microbatches == "auto" else int(config.num_microbatches),
+        max_action_tokens=m, pad_id=pad_id, actions=policy.actions,
         **seats,
         incremental=incremental, movers=min(env.max_movers or num_lm, num_lm), chunk=int(config.rollout.chunk),
         widths=transcripts.score_widths(env.capacity + m, config.rollout.min_score_width) if incremental else (),
@@ -128,6 +130,14 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
 def make_train(config, env=None) -> LMTrainer:
     setup = setup_lm(config, env)
     plan = make_plan(config, setup.env, setup.tokenizer.pad_id, setup.policy)
+    trainer = assemble(config, setup, plan)
+    if config.num_microbatches == "auto":  # the fewest slices whose memory plan fits the device
+        trainer = memory.fit_microbatches(trainer, lambda p: assemble(config, setup, p), config)
+    return trainer
+
+
+def assemble(config, setup, plan: Plan) -> LMTrainer:
+    """The trainer of `plan`: its functions with the plan bound."""
     policy = setup.policy
     path = rollout_path(plan)  # incremental (KV cache across turns) or re-read: chosen here, once
 

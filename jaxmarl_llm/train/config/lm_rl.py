@@ -111,8 +111,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.update_epochs = 1
     c.num_minibatches = 1
     # gradient accumulation: each minibatch's forward/backward runs over this many slices of its episodes
-    # in turn (same gradient, activation memory / num_microbatches; costs one extra forward)
-    c.num_microbatches = 1
+    # in turn (same gradient, activation memory / num_microbatches; costs one extra forward). "auto": the
+    # smallest that the memory plan (train/lm/memory.py) fits in mesh.device_memory_gib (0: the device's own)
+    c.num_microbatches = ml_collections.FieldReference(1, field_type=object)
     c.lr = 1e-3
     c.anneal_lr = False  # True: lr falls linearly to 0 over the run's updates (PPO's schedule, as the MLP job)
     c.clip_eps = 0.2
@@ -144,7 +145,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # fsdp: shard the frozen base's weights over this many devices (a base that does not fit one device): the mesh
     # is num_devices / fsdp data rows x fsdp; each forward gathers a layer at a time (parallel/mesh.py). 1 = every
     # device holds the whole base (plain data parallel)
-    c.mesh = ml_collections.ConfigDict({"num_devices": 0, "fsdp": 1})
+    # device_memory_gib: the memory one device may use (0: detected: an accelerator's limit, a CPU's share of RAM);
+    # a run whose memory plan exceeds it is refused at start-up with the setting that would fit
+    c.mesh = ml_collections.ConfigDict({"num_devices": 0, "fsdp": 1, "device_memory_gib": 0.0})
     # overwrite: True lets a fresh run delete the earlier run's checkpoints and metrics in out_dir (else refused)
     c.run = ml_collections.ConfigDict(
         {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
@@ -165,8 +168,12 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     check_keys(config, lm_rl_defaults())
     check_env_name(config)
     _require(config.algo in algo_names(), "algo", f"must be {_one_of(algo_names())}, got {config.algo!r}")
-    check_positive_ints(config, ("num_envs", "num_turns", "update_epochs", "num_minibatches", "num_microbatches",
-                                 "group_size", "total_episodes"))
+    check_positive_ints(config, ("num_envs", "num_turns", "update_epochs", "num_minibatches", "group_size",
+                                 "total_episodes"))
+    if config.num_microbatches != "auto":
+        check_positive_ints(config, ("num_microbatches",))
+    _require(isinstance(config.mesh.device_memory_gib, (int, float)) and config.mesh.device_memory_gib >= 0,
+             "mesh.device_memory_gib", f"must be >= 0 (0: detect), got {config.mesh.device_memory_gib!r}")
     check_positive_ints(config.rollout, ("chunk", "min_score_width"), prefix="rollout.")
     critic = ALGORITHMS[config.algo].critic
     _require(not ALGORITHMS[config.algo].groups or config.group_size > 1, "group_size",
