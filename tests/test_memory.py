@@ -101,3 +101,15 @@ def test_device_memory_gib_and_auto_are_checked():
         (bad[group] if group else bad)[name] = value
         with pytest.raises(ConfigError, match=what):
             validate_lm_rl(bad)
+
+
+def test_memory_plan_of_qwen3_0_6b_within_15_percent_of_xlas_analysis():
+    """The smallest real preset, bfloat16, 4 tic-tac-toe games (the run that once asked for 40 GB): the plan
+    against XLA's analysis of the compiled update (compiled, not run). On CPU the plan counts bfloat16
+    activations at 4 bytes: XLA:CPU computes bfloat16 math in float32 and keeps those values."""
+    c = load_config_file(os.path.join(ROOT, "configs", "tic_tac_toe.py:scratch"))
+    c.mesh.num_devices, c.num_envs, c.in_graph_eval.every = 1, 4, 0
+    c.model.update(preset="qwen3-0.6b", dtype="bfloat16", max_position_embeddings=512)
+    trainer, compiled = _compiled_update(c)
+    planned, xla = memory.trainer_memory(trainer)[memory.PEAK], _xla_bytes(compiled)
+    assert abs(planned - xla) <= 0.15 * xla, (planned / 2**30, xla / 2**30)

@@ -47,8 +47,9 @@ class TrainerSpec(NamedTuple):
     seat_weights: Callable[[Any, Any], SeatWeights] | None = None
     # runner state -> the pytree of trained parameters, whose global norm the runner bounds (config.stop)
     trainable: Callable[[Any], Any] = _trainable
-    # (config, trainer) -> None: ConfigError at start-up when the run's memory plan exceeds a device's memory
-    check_memory: Callable[[Any, Any], None] | None = None
+    # (config, trainer) -> the run's memory plan per device ({entry: bytes}, the peak last); ConfigError at
+    # start-up when it exceeds a device's memory
+    check_memory: Callable[[Any, Any], dict] | None = None
 
 
 # ---- after-training hooks -----------------------------------------------------------------------

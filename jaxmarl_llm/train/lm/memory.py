@@ -141,7 +141,10 @@ def loss_residual_bytes(trainer, num_devices: int = 1) -> int:
         return sum(x.sum() for x in path.score(plan, policy, base, trainable, mb, seqs, False, width))
 
     kept = saved_residuals(scored, state.trainable, mb, seqs, base)
-    return sum(math.prod(a.shape) * a.dtype.itemsize for a, why in kept if "argument" not in why)
+    # XLA:CPU computes bfloat16 math in float32 and keeps those float32 values (a GPU / TPU keeps bfloat16)
+    cpu = jax.default_backend() == "cpu"
+    return sum(math.prod(a.shape) * (4 if cpu and a.dtype == jnp.bfloat16 else a.dtype.itemsize)
+               for a, why in kept if "argument" not in why)
 
 
 def trainer_memory(trainer, num_devices: int = 1, fsdp: int = 1, counted: bool = True) -> dict[str, int]:
