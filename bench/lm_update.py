@@ -3,6 +3,7 @@ the tiny model and at a real-size preset.
 
     python bench/lm_update.py                                   # tic-tac-toe from scratch, tiny then qwen3-0.6b
     python bench/lm_update.py --config=configs/guess_number.py:scratch --shapes=qwen3-0.6b --num_envs=4
+    python bench/lm_update.py --shapes=qwen3-0.6b --num_envs=32 --rollout_only    # decode at batch 32
 
 Three programs are compiled and timed (median of --repeats calls after one warm call):
   rollout    the rollout alone (trainer.rollout);
@@ -32,6 +33,7 @@ from jaxmarl_llm.run import entry  # noqa: E402
 from jaxmarl_llm.run.cli import load_config_file  # noqa: E402
 from jaxmarl_llm.train.lm import seats as lm_seats  # noqa: E402
 from jaxmarl_llm.train.lm.paths import rollout_path  # noqa: E402
+from jaxmarl_llm.train.lm.throughput import update_work  # noqa: E402
 
 
 def timed(fn, *args, repeats: int):
@@ -48,7 +50,7 @@ def timed(fn, *args, repeats: int):
     return compile_s, float(np.median(times)), out
 
 
-def measure(config, repeats: int) -> dict:
+def measure(config, repeats: int, rollout_only: bool = False) -> dict:
     trainer, _, _, _ = entry.build(config)
     plan, policy, base = trainer.plan, trainer.policy, trainer.base
     path = rollout_path(plan)
@@ -66,11 +68,18 @@ def measure(config, repeats: int) -> dict:
         return path.score(plan, policy, base, state.trainable, train_turns, seqs)[0].sum()
 
     c_roll, t_roll, _ = timed(play, state, base, repeats=repeats)
+    peak, source = peak_flops(config.model.dtype)
+    if rollout_only:
+        turns = jax.device_get(jax.jit(play)(state, base)[0])
+        metrics = update_work(plan, path.rows, policy.cfg, turns, turns, None)
+        return {"params": sum(x.size for x in jax.tree.leaves(base)), "dtype": config.model.dtype,
+                "compile_s": c_roll, "rollout_s": t_roll, "tokens_rollout": float(metrics["tokens_rollout"]),
+                "mfu_rollout": float(metrics["flops_rollout"]) / t_roll / peak, "peak_tflops": peak / 1e12,
+                "peak_source": source, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
     c_fwd, t_fwd, _ = timed(play_and_score, state, base, repeats=repeats)
     c_upd, t_upd, (_, metrics) = timed(lambda s, b: trainer.update(s, trainer.hparams, b), state, base, repeats=repeats)
     metrics = jax.device_get(metrics)
     scoring = plan.update_epochs * max(t_fwd - t_roll, 0.0)
-    peak, source = peak_flops(config.model.dtype)
     return {
         "params": sum(x.size for x in jax.tree.leaves(base)), "dtype": config.model.dtype,
         "compile_s": c_upd, "update_s": t_upd, "rollout_s": t_roll, "scoring_s": scoring,
@@ -91,6 +100,7 @@ def main():
     parser.add_argument("--dtype", default="bfloat16", help="compute dtype at a preset")
     parser.add_argument("--num_envs", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rollout_only", action="store_true", help="time the rollout alone (decode at large batch)")
     args = parser.parse_args()
     print(f"{jax.devices()[0].device_kind} ({jax.devices()[0].platform}), {args.config}, {args.num_envs} envs",
           flush=True)
@@ -101,7 +111,14 @@ def main():
         config.in_graph_eval.every = 0
         if shape != "tiny":
             config.model.update(preset=shape, dtype=args.dtype, max_position_embeddings=2048)
-        r = measure(config, args.repeats)
+        r = measure(config, args.repeats, args.rollout_only)
+        if args.rollout_only:
+            print(f"{shape:>12}: {r['params'] / 1e6:.1f}M params {r['dtype']}, compile {r['compile_s']:.1f} s, "
+                  f"rollout {r['rollout_s']:.3f} s, {r['tokens_rollout']:.0f} tokens "
+                  f"({r['tokens_rollout'] / r['rollout_s']:.0f}/s); MFU {r['mfu_rollout']:.1%} of "
+                  f"{r['peak_tflops']:.3g} TFLOP/s ({r['peak_source']}); peak RSS {r['peak_rss_gib']:.1f} GiB",
+                  flush=True)
+            continue
         print(f"{shape:>12}: {r['params'] / 1e6:.1f}M params {r['dtype']}, compile {r['compile_s']:.1f} s, "
               f"update {r['update_s']:.3f} s = rollout {r['rollout_s']:.3f} + scoring {r['scoring_s']:.3f} + "
               f"backward {r['backward_s']:.3f}; tokens {r['tokens_rollout']:.0f} rollout, {r['tokens_loss']:.0f} "

@@ -249,7 +249,9 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
         metrics["scored"] = ran.mean()
     metrics["zero_advantage_share"] = zero_advantage_share(adv, train_turns.acts, axis_name)
     metrics.update(episode_metrics(turns, seats.learns, axis_name))
-    metrics.update(update_work(plan, path.rows, policy.cfg, turns, train_turns, axis_name))  # tokens/s and MFU
+    # tokens/s and MFU; minibatches skipped for want of signal (all-zero advantages) scored nothing
+    metrics.update(update_work(plan, path.rows, policy.cfg, turns, train_turns, axis_name,
+                               metrics.get("scored", 1.0)))
     if algo_state is not None:  # a stateful estimator's per-role state (RAE: each role's running mean return)
         metrics.update({f"baseline_agent{a}": algo_state[a] for a in range(plan.num_agents)})
     step = state.update_step + 1

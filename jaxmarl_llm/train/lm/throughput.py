@@ -1,5 +1,6 @@
 """The work of one LM update, counted inside it: tokens the rollout and the loss read, and their model FLOPs
-(models/flops.py). The runner divides by the update's wall time: `tokens_per_second` and `mfu` (the sum of the `flops_*` entries over the time and the peak) in metrics.csv.
+(models/flops.py). The runner divides by the update's wall time: `tokens_per_second` and `mfu` (the `flops_*`
+entries over the time and the device's peak) in metrics.csv.
 
 A rollout path's forwards read rows: the re-read path one row per acting seat and turn (its whole prompt and
 reply), the incremental path one row per seat and episode (its transcript, through the KV cache). `rows`
@@ -26,11 +27,13 @@ def episode_rows(prompt_len: jax.Array, generated: jax.Array, who: jax.Array) ->
     return jnp.max((prompt_len + generated) * who, axis=0)
 
 
-def update_work(plan: Plan, rows, cfg, turns: Turns, train_turns: Turns, axis_name: str | None) -> dict:
+def update_work(plan: Plan, rows, cfg, turns: Turns, train_turns: Turns, axis_name: str | None,
+                ran=1.0) -> dict:
     """{"tokens_rollout", "tokens_loss", "flops_rollout", "flops_loss"} of the update over every device.
 
     rows: the path's row function (above); turns [T, N, A, ...], train_turns [T, N, A_l, ...]. The loss reads its
-    rows update_epochs times: a forward and backward (3 forwards), plus the reference's forward with KL."""
+    rows update_epochs times: a forward and backward (3 forwards), plus the reference's forward with KL; `ran`:
+    the share of minibatches that were scored (the others had no signal and were skipped)."""
     lm = jnp.zeros((plan.num_agents,), bool).at[jnp.asarray(plan.lm_agents, jnp.int32)].set(True)
     generated = turns.action_mask.sum(-1)  # [T, N, A]
     read = rows(turns.prompt_len, generated, turns.acted & lm).astype(jnp.float32)
@@ -40,9 +43,9 @@ def update_work(plan: Plan, rows, cfg, turns: Turns, train_turns: Turns, axis_na
     passes = plan.update_epochs * (3 + int(plan.use_kl))
     out = {
         "tokens_rollout": read.sum(),
-        "tokens_loss": plan.update_epochs * scored.sum(),
+        "tokens_loss": ran * plan.update_epochs * scored.sum(),
         "flops_rollout": forward_flops(cfg, read.sum(), jnp.square(read).sum(), head.sum()),
-        "flops_loss": passes * forward_flops(cfg, scored.sum(), jnp.square(scored).sum(), scored_head),
+        "flops_loss": ran * passes * forward_flops(cfg, scored.sum(), jnp.square(scored).sum(), scored_head),
     }
     return out if axis_name is None else jax.lax.psum(out, axis_name)
 
