@@ -1082,3 +1082,17 @@ def test_file_and_policy_configs_resume_to_identical_results(tmp_path, variant):
     full, resumed, headline = _killed_and_resumed(small)
     assert headline == ("episode_return" if variant else "move_accuracy")
     assert os.path.exists(os.path.join(resumed["model_dir"], "model.safetensors"))
+
+
+@pytest.mark.parametrize("train_base", [True, False])
+def test_bfloat16_model_trains_with_float32_weights_adapters_and_optimizer(train_base):
+    """A bfloat16 model (a real-size preset's dtype) trains: the trained weights (the whole model or its adapters)
+    and Adam's moments are float32, the forward runs in bfloat16, and the loss falls."""
+    config = _config(train_base=train_base, total_episodes=16 * 8)
+    config.model.dtype = config.model.param_dtype = "bfloat16"
+    trainer = sft.make_train(config)
+    state, metrics = _run(trainer, trainer.num_updates)
+    assert {x.dtype for x in jax.tree.leaves(state.trainable)} == {jnp.dtype(jnp.float32)}
+    assert {x.dtype for x in jax.tree.leaves(state.opt_state) if x.ndim} == {jnp.dtype(jnp.float32)}
+    nll = np.asarray(metrics["nll"])
+    assert np.isfinite(nll).all() and nll[-2:].mean() < nll[:2].mean(), nll

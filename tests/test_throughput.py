@@ -59,3 +59,11 @@ def test_runs_write_tokens_per_second_and_mfu(tmp_path, spec):
     for row in rows:
         assert float(row["tokens_loss"]) > 0 and float(row["tokens_per_second"]) > 0
         assert 0.0 < float(row["mfu"]) < 1.0, row["mfu"]
+
+
+def test_flop_counts_of_billion_parameter_models_do_not_overflow_inside_a_program():
+    """Counted inside the update (traced): a 1.7B model's per-token count exceeds int32."""
+    cfg = model_config.PRESETS["qwen3-1.7b"]
+    tokens = jnp.float32(100.0)
+    inside = jax.jit(lambda t: forward_flops(cfg, t, t * 50.0, t))(tokens)
+    np.testing.assert_allclose(float(inside), forward_flops(cfg, 100.0, 5000.0, 100.0), rtol=1e-6)

@@ -23,5 +23,7 @@ def projection_flops_per_token(cfg: ModelConfig) -> int:
 def forward_flops(cfg: ModelConfig, tokens, squares, head_tokens):
     """FLOPs of forwards that read `tokens` tokens in rows whose squared lengths sum to `squares` and take logits
     at `head_tokens` of them (numbers or arrays: traced inside an update)."""
-    attention = 2 * cfg.num_layers * cfg.q_size * squares
-    return projection_flops_per_token(cfg) * tokens + attention + 2 * cfg.hidden_size * cfg.vocab_size * head_tokens
+    # float factors: a count of billions overflows the int32 a Python int becomes inside a traced update
+    attention = float(2 * cfg.num_layers * cfg.q_size) * squares
+    return (float(projection_flops_per_token(cfg)) * tokens + attention
+            + float(2 * cfg.hidden_size * cfg.vocab_size) * head_tokens)

@@ -147,7 +147,9 @@ def make_train(config, env=None) -> DPOTrainer:
 
     def init(key: jax.Array, hp: DPOHParams) -> DPOState:
         key, k_init, k_data = jax.random.split(key, 3)
-        trainable = {"params": base_params} if train_base else policy.init_adapter(k_init)
+        # the whole model trains in float32 (its master copy); a bfloat16 model computes in bfloat16 from it
+        trainable = ({"params": jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), base_params)} if train_base
+                     else policy.init_adapter(k_init))
         return DPOState(trainable, adamw(hp, num_updates, config)[0].init(trainable), key, k_data,
                         jnp.zeros((), jnp.int32))
 

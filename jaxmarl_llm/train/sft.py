@@ -171,7 +171,9 @@ def make_train(config, env=None) -> SFTTrainer:
 
     def init(key: jax.Array, hp: SFTHParams) -> SFTState:
         key, k_init = jax.random.split(key)
-        trainable = {"params": base_params} if train_base else policy.init_adapter(k_init)
+        # the whole model trains in float32 (its master copy); a bfloat16 model computes in bfloat16 from it
+        trainable = ({"params": jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), base_params)} if train_base
+                     else policy.init_adapter(k_init))
         return SFTState(trainable, adamw(hp, num_updates, config)[0].init(trainable), key, jnp.zeros((), jnp.int32))
 
     def loss_fn(trainable, base, data: Transcripts, axis_name):
