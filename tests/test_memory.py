@@ -83,13 +83,13 @@ def test_auto_microbatches_fit_where_one_slice_does_not():
     assert _xla_bytes(compiled_four) < budget < _xla_bytes(compiled_one)
     c.mesh.device_memory_gib = budget / 2**30
     with pytest.raises(ConfigError) as err:
-        memory.check_fits(one, c)
+        memory.check_fits(one, c, counted=True)
     assert "num_microbatches='auto'" in str(err.value) and "\n" not in str(err.value)
     c.num_microbatches = "auto"
     auto, compiled_auto = _compiled_update(c)
     assert auto.plan.num_microbatches > 1
     assert _xla_bytes(compiled_auto) < budget
-    memory.check_fits(auto, c)  # no error
+    memory.check_fits(auto, c, counted=True)  # no error
 
 
 def test_device_memory_gib_and_auto_are_checked():

@@ -40,7 +40,7 @@ def peak_flops(dtype: str = "bfloat16", device: jax.Device | None = None) -> tup
 
 
 @functools.lru_cache(maxsize=None)
-def measured_matmul_flops(dtype: str = "bfloat16", size: int = 1024, repeats: int = 5) -> float:
+def measured_matmul_flops(dtype: str = "bfloat16", size: int = 2048, repeats: int = 8) -> float:
     """The best of `repeats` timed [size, size] x [size, size] products on the default device (FLOP/s): what this
     machine's matmuls reach with the dtype a model computes in (bf16 operands, float32 accumulation)."""
     a = jnp.ones((size, size), dtype)

@@ -176,6 +176,10 @@ def device_memory_bytes(config) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // jax.local_device_count()
 
 
+def _bytes_of(tree) -> int:
+    return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+
 def _mesh(config) -> tuple[int, int]:
     return int(config.mesh.num_devices or jax.device_count()), int(config.mesh.get("fsdp", 1))
 
@@ -195,15 +199,17 @@ def fit_microbatches(trainer, build: Callable, config):
     return trainer
 
 
-def check_fits(trainer, config) -> dict[str, int]:
+def check_fits(trainer, config, counted: bool | None = None) -> dict[str, int]:
     """The run's memory plan per device; ConfigError (one line: what it needs, what the device has, a setting that
     would fit) when its estimate exceeds `device_memory_bytes`. The estimate errs high (it counts every activation
-    autodiff keeps; XLA fuses some away): a run refused by a small margin may set mesh.device_memory_gib."""
+    autodiff keeps; XLA fuses some away): a run refused by a small margin may set mesh.device_memory_gib.
+    `counted` (default: for a model of more than 1/64 of the device) counts the loss's activations by tracing."""
     num_devices, fsdp = _mesh(config)
     have = device_memory_bytes(config)
-    rows = trainer_memory(trainer, num_devices, fsdp, counted=False)
-    if rows[PEAK] * 4 < have:  # far from the limit by the formula: no need to trace the loss (seconds at 0.6B)
-        return rows
+    if counted is None:
+        counted = _bytes_of(trainer.base) * 64 >= have
+    if not counted:  # a small model (tests, tiny runs): the formula, no tracing
+        return trainer_memory(trainer, num_devices, fsdp, counted=False)
     rows = trainer_memory(trainer, num_devices, fsdp)
     need = rows[PEAK]
     if need <= have:
