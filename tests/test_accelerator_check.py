@@ -16,7 +16,7 @@ def test_accelerator_check_writes_a_report_on_cpu(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     report = out.read_text()
     assert "## NVIDIA H100 80GB HBM3\n\nkept figures" in report and report.startswith("# Accelerators")
-    cpu = report.split("## cpu")[1]
+    cpu = report.split("## CPU: ")[1]
     assert "small sizes (CPU)" in cpu
     assert "1 passed" in cpu  # the correctness step's pytest summary
     assert "| xla" in cpu  # the attention tables

@@ -29,7 +29,11 @@ def device() -> tuple[str, str, int]:
     import jax
 
     d = jax.devices()
-    return d[0].platform, d[0].device_kind, len(d)
+    kind = d[0].device_kind
+    if d[0].platform == "cpu":  # XLA names every CPU "cpu": the model and the cores say which
+        model = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")]
+        kind = f"CPU: {model[0] if model else 'unknown model'}, {os.cpu_count()} cores"
+    return d[0].platform, kind, len(d)
 
 
 def run(cmd: list[str], timeout: int) -> tuple[int, str, float]:
