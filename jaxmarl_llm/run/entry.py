@@ -33,11 +33,12 @@ def train_from_config(config) -> dict:
     if resume_dir(config) is not None:  # likewise a resume with another config (run_training checks again, and warns)
         check_same_run(config, resume_dir(config), announce=False)
     trainer, chunk_fn, steps, headline = build(config)
-    if spec_of(config).check_memory is not None:  # before compiling: a run that cannot fit is refused in seconds
-        plan = spec_of(config).check_memory(config, trainer)
+    spec = spec_of(config)
+    if spec.check_memory is not None:  # before compiling: a run that cannot fit is refused in seconds
+        plan = spec.check_memory(config, trainer)
         if multihost.primary():  # its last entry is the peak estimate
             print(f"memory plan: {list(plan.values())[-1] / 2**30:.2f} GiB per device (train/lm/memory.py)")
-    result = run_training(config, trainer, chunk_fn, steps, headline, trainable=spec_of(config).trainable)
+    result = run_training(config, trainer, chunk_fn, steps, headline, trainable=spec.trainable)
     return after_training(config, trainer, result)
 
 

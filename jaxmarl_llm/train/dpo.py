@@ -54,7 +54,7 @@ from jaxmarl_llm.policies.lm_policy import LMPolicy
 from jaxmarl_llm.train.config import ConfigError, parse_players
 from jaxmarl_llm.train.lm.setup import setup_lm
 from jaxmarl_llm.train.lm.throughput import sequence_work
-from jaxmarl_llm.train.lm.weights import base_specs, split_weights
+from jaxmarl_llm.train.lm.weights import base_specs, float32_master, split_weights
 from jaxmarl_llm.train.optim import adamw
 
 
@@ -147,9 +147,7 @@ def make_train(config, env=None) -> DPOTrainer:
 
     def init(key: jax.Array, hp: DPOHParams) -> DPOState:
         key, k_init, k_data = jax.random.split(key, 3)
-        # the whole model trains in float32 (its master copy); a bfloat16 model computes in bfloat16 from it
-        trainable = ({"params": jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), base_params)} if train_base
-                     else policy.init_adapter(k_init))
+        trainable = {"params": float32_master(base_params)} if train_base else policy.init_adapter(k_init)
         return DPOState(trainable, adamw(hp, num_updates, config)[0].init(trainable), key, k_data,
                         jnp.zeros((), jnp.int32))
 

@@ -49,6 +49,7 @@ from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
 from jaxmarl_llm.train.lm.scoring import token_values
 from jaxmarl_llm.train.lm.setup import setup_lm
 from jaxmarl_llm.train.lm.throughput import update_work
+from jaxmarl_llm.train.lm.weights import float32_master
 from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
 
 
@@ -145,7 +146,7 @@ def assemble(config, setup, plan: Plan) -> LMTrainer:
         key, k_init = jax.random.split(key)
         trainable = policy.init_trainable(k_init, num_agents=plan.num_slots)
         if plan.train_base:  # every weight of the model learns (a tiny model from scratch); base stays the reference
-            trainable["base"] = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), setup.base)
+            trainable["base"] = float32_master(setup.base)
         if plan.central:
             trainable["critic"] = central_critic.critic_init(
                 jax.random.fold_in(k_init, 7), plan.num_agents, plan.world_critic or policy.cfg.hidden_size,

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.models import fsdp as fsdp_lib
 from jaxmarl_llm.models.config import ModelConfig, param_shapes, projection_shapes
+from jaxmarl_llm.models.transformer import num_bytes
 from jaxmarl_llm.train.lm.paths import rollout_path
 from jaxmarl_llm.train.lm.seats import loss_seats
 
@@ -176,10 +177,6 @@ def device_memory_bytes(config) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // jax.local_device_count()
 
 
-def _bytes_of(tree) -> int:
-    return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
-
-
 def _mesh(config) -> tuple[int, int]:
     return int(config.mesh.num_devices or jax.device_count()), int(config.mesh.get("fsdp", 1))
 
@@ -206,11 +203,9 @@ def check_fits(trainer, config, counted: bool | None = None) -> dict[str, int]:
     `counted` (default: for a model of more than 1/64 of the device) counts the loss's activations by tracing."""
     num_devices, fsdp = _mesh(config)
     have = device_memory_bytes(config)
-    if counted is None:
-        counted = _bytes_of(trainer.base) * 64 >= have
-    if not counted:  # a small model (tests, tiny runs): the formula, no tracing
-        return trainer_memory(trainer, num_devices, fsdp, counted=False)
-    rows = trainer_memory(trainer, num_devices, fsdp)
+    if counted is None:  # a small model (tests, tiny runs): the formula, no tracing
+        counted = num_bytes(trainer.base) * 64 >= have
+    rows = trainer_memory(trainer, num_devices, fsdp, counted)
     need = rows[PEAK]
     if need <= have:
         return rows
