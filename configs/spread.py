@@ -38,7 +38,7 @@ def get_config(variant: str = ""):
     c.env_name = "text/tokenized_mpe"
     c.env_kwargs = {
         "env": "mpe/simple_spread", "num_agents": 3, "local_ratio": 0.5, "max_cycles": 25, "continuous_actions": False,
-        "bins": 16, "low": -2.0, "high": 2.0, "max_action_tokens": 8, "format_penalty": -0.1,
+        "bins": 16, "low": -2.0, "high": 2.0, "max_action_tokens": 0, "format_penalty": -0.1,
         "prompt": "", "outro": "\nAction:", "separator": "", "field_names": True, "show_step": True,
     }
     c.tokenizer = "word"

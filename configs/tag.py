@@ -46,7 +46,7 @@ def lm_config():
     c.env_name = "text/tokenized_mpe"
     c.env_kwargs = {
         "env": "mpe/simple_tag", **WORLD,
-        "bins": 16, "low": -2.0, "high": 2.0, "max_action_tokens": 8, "format_penalty": -0.1,
+        "bins": 16, "low": -2.0, "high": 2.0, "max_action_tokens": 0, "format_penalty": -0.1,
         "prompt": "", "outro": "\nAction:", "separator": "", "field_names": True, "show_step": True,
     }
     c.tokenizer = "word"

@@ -149,3 +149,41 @@ def test_cache_write_equals_a_plain_scatter_and_drops_overflow(dtype):
     np.testing.assert_array_equal(np.asarray(got.astype(jnp.float32)), np.asarray(want.astype(jnp.float32)))
     np.testing.assert_array_equal(np.asarray(layer.astype(jnp.float32)), np.asarray(want[1].astype(jnp.float32)))
     assert not np.array_equal(np.asarray(got[1]), np.asarray(cache[1]))  # the write happened
+
+
+@pytest.mark.parametrize("num_layers,per_row", [(2, False), (6, True)])
+def test_read_at_equals_the_whole_forward_at_those_positions(num_layers, per_row):
+    """read_at runs the last layer at the read positions only (a Python loop up to UNROLLED_LAYERS layers, a
+    scan above): hidden states, logits and adapter gradients equal the whole forward's at those positions."""
+    from jaxmarl_llm.models.lora import LoraConfig, init_lora
+
+    cfg = config.tiny("qwen3", num_layers=num_layers)
+    assert (num_layers - 1 <= transformer.UNROLLED_LAYERS) == (num_layers == 2)  # both ways the layers run
+    params = transformer.init_params(cfg, jax.random.PRNGKey(0), std=0.1)
+    b, t = 5, 12
+    lcfg = LoraConfig(rank=4)
+    lora = init_lora(jax.random.PRNGKey(1), cfg, lcfg)
+    lora = jax.tree.map(lambda x: x + 0.05 * jax.random.normal(jax.random.PRNGKey(2), x.shape), lora)  # B != 0
+    if per_row:  # one adapter per row: leaves [N, B, in, r]
+        lora = jax.tree.map(lambda x: jnp.stack([x * (1 + 0.1 * i) for i in range(b)], axis=1), lora)
+    tokens = jax.random.randint(jax.random.PRNGKey(3), (b, t), 0, cfg.vocab_size)
+    at = jnp.array([[3, 4], [11, 0], [0, 1], [7, 7], [10, 11]])  # [B, M]
+
+    def whole(lo):
+        logits, hidden, _ = transformer.forward(params, tokens, cfg, lora=lo, lora_scale=lcfg.scale)
+        take = lambda x: jnp.take_along_axis(x, at[..., None], axis=1)  # noqa: E731
+        return take(logits), take(hidden)
+
+    def read(lo):
+        logits, hidden, _ = transformer.forward(params, tokens, cfg, lora=lo, lora_scale=lcfg.scale, read_at=at)
+        return logits, hidden
+
+    for got, want in zip(read(lora), whole(lora)):
+        assert got.shape == want.shape == (b, 2) + want.shape[2:]
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    loss = lambda f: lambda lo: jnp.sum(jnp.sin(f(lo)[0]))  # noqa: E731
+    g_read, g_whole = jax.grad(loss(read))(lora), jax.grad(loss(whole))(lora)
+    for got, want in zip(jax.tree.leaves(g_read), jax.tree.leaves(g_whole)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=5e-5)
+    with pytest.raises(ValueError, match="read_at"):
+        transformer.forward(params, tokens, cfg, read_at=at, logit_index=at[:, 0])

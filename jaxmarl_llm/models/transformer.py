@@ -13,7 +13,7 @@ Entry points
     init_params(cfg, key) -> params
     init_cache(cfg, batch, max_len) -> cache {"k","v": [N, B, S, Hkv, D], "lengths": [B]}
     forward(params, tokens, cfg, *, lora=None, lora_scale=1.0, cache=None,
-            num_new=None, logit_index=None) -> (logits, hidden, cache)
+            num_new=None, logit_index=None, read_at=None) -> (logits, hidden, cache)
         lora leaves [N, in, r] (one adapter) or [N, B, in, r] (one per row)
     forward_jit: the same, jitted (cfg and lora_scale static), for eager callers
 
@@ -23,7 +23,8 @@ cache's lengths advance by num_new[b] (default T): so a padded prefill and
 one-token decode steps are the same call. `hidden` is the final-norm output
 [B, T, D] (what the LM head and value heads read). `logits` is [B, T, V] in
 float32, or [B, V] at `logit_index` [B] when given (saves the vocab matmul
-on every prompt token during prefill).
+on every prompt token during prefill). `read_at` [B, M] (no cache): logits and hidden only at those
+positions, [B, M, ...], and the last layer computed there only (a loss that reads M of T positions).
 
 Params layout (kernels are [in, out], i.e. the transpose of torch Linear):
 
@@ -54,6 +55,7 @@ from jaxmarl_llm.models.rope import apply_rope, inv_freq
 
 Params = dict[str, Any]
 Cache = dict[str, jax.Array]
+UNROLLED_LAYERS = 4  # a full-sequence forward of this many layers or fewer runs them as a Python loop, not a scan
 
 @functools.partial(jax.jit, static_argnames=("cfg", "std"))
 def init_params(cfg: ModelConfig, key: jax.Array, std: float = 0.02) -> Params:
@@ -183,8 +185,11 @@ def forward(
     cache: Cache | None = None,
     num_new: jax.Array | None = None,
     logit_index: jax.Array | None = None,
+    read_at: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, Cache | None]:
     """Run the decoder on tokens [B, T]; see the module docstring for modes and shapes."""
+    if read_at is not None and (cache is not None or logit_index is not None):
+        raise ValueError("read_at is for a forward without a cache or logit_index")
     b, t = tokens.shape
     cdt = cfg.compute_dtype
     steps = jnp.arange(t, dtype=jnp.int32)[None, :]
@@ -199,24 +204,31 @@ def forward(
     embed = params["embed"] if full is None else fsdp.gather(params["embed"], full["embed"], cdt)
     x = jnp.take(embed, tokens, axis=0).astype(cdt)  # [B, T, D]
 
-    def block(x, lp, ll, kv_fn):
-        """One decoder layer. kv_fn(k, v) -> (keys, values to attend to, cache state to return)."""
+    def block(x, lp, ll, kv_fn, at=None):
+        """One decoder layer. kv_fn(k, v) -> (keys, values to attend to, cache state to return).
+        at [B, M]: only the queries at those positions go on (keys and values from every position)."""
         if full is not None:
             lp = fsdp.gather_layer(lp, full["layers"], cdt)
         h = rms_norm(x, lp["attn_norm"], eps)
-        q = _linear(h, lp["q"], ll.get("q"), lora_scale).reshape(b, t, cfg.num_heads, cfg.head_dim)
+        q_pos, hq = positions, h
+        if at is not None:
+            q_pos, hq = at, jnp.take_along_axis(h, at[..., None], axis=1)
+            x = jnp.take_along_axis(x, at[..., None], axis=1)
+        tq = q_pos.shape[1]
+        q = _linear(hq, lp["q"], ll.get("q"), lora_scale).reshape(b, tq, cfg.num_heads, cfg.head_dim)
         k = _linear(h, lp["k"], ll.get("k"), lora_scale).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
         v = _linear(h, lp["v"], ll.get("v"), lora_scale).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
         if cfg.qk_norm:
             q = rms_norm(q, lp["q_norm"], eps)
             k = rms_norm(k, lp["k_norm"], eps)
-        q = apply_rope(q, positions, freq)
+        q = apply_rope(q, q_pos, freq)
         k = apply_rope(k, positions, freq)
         k, v, state = kv_fn(k, v)
-        a = attention(q, k, v, positions, backend=cfg.attention_backend,
-                      causal_block=cfg.attention_block if cache is None else 0, block_q=cfg.attention_block_q,
-                      block_k=cfg.attention_block_k, whole_sequence=cache is None)  # [B, T, Hq, hd]
-        x = x + _linear(a.reshape(b, t, cfg.q_size), lp["o"], ll.get("o"), lora_scale)
+        whole = cache is None and at is None
+        a = attention(q, k, v, q_pos, backend=cfg.attention_backend,
+                      causal_block=cfg.attention_block if whole else 0, block_q=cfg.attention_block_q,
+                      block_k=cfg.attention_block_k, whole_sequence=whole)  # [B, T, Hq, hd]
+        x = x + _linear(a.reshape(b, tq, cfg.q_size), lp["o"], ll.get("o"), lora_scale)
         h = rms_norm(x, lp["mlp_norm"], eps)
         gate = _linear(h, lp["gate"], ll.get("gate"), lora_scale)
         up = _linear(h, lp["up"], ll.get("up"), lora_scale)
@@ -224,12 +236,25 @@ def forward(
         return x, state
 
     if cache is None:
-        def layer_nocache(x, xs):
-            return block(x, *xs, lambda k, v: (k, v, None))[0], None
+        def layer_nocache(x, xs, at=None):
+            return block(x, *xs, lambda k, v: (k, v, None), at)[0], None
 
         if full is not None:  # a backward pass re-gathers each layer's weights instead of keeping all N whole
             layer_nocache = jax.checkpoint(layer_nocache, policy=fsdp.REMAT_POLICY, prevent_cse=False)
-        x, _ = jax.lax.scan(layer_nocache, x, (params["layers"], lora_layers))
+        layers = (params["layers"], lora_layers)
+        # read_at: the last layer runs its queries, output projection and MLP at those positions only (what
+        # is read: 1 of 23 positions per row in the spread loss); the layers below feed its keys and values
+        scanned = cfg.num_layers - (read_at is not None)
+        if scanned <= UNROLLED_LAYERS:
+            # a Python loop: autodiff keeps each layer's activations as they are, where a scan writes them
+            # into buffers stacked over layers (8% of the 2-layer spread update, bench/lm_config_step.py)
+            for i in range(scanned):
+                x, _ = layer_nocache(x, jax.tree.map(lambda a, i=i: a[i], layers))
+        else:
+            x, _ = jax.lax.scan(layer_nocache, x, jax.tree.map(lambda a: a[:scanned], layers),
+                                unroll=cfg.scan_unroll)
+        if read_at is not None:
+            x, _ = layer_nocache(x, jax.tree.map(lambda a: a[-1], layers), read_at)
         new_k = new_v = None
     else:
         # The whole cache rides in the scan carry; new keys/values are scattered into it at
@@ -251,7 +276,7 @@ def forward(
         idx = jnp.arange(cfg.num_layers)
         (x, new_k, new_v), _ = jax.lax.scan(layer, (x, cache["k"], cache["v"]), (params["layers"], lora_layers, idx),
                                             unroll=cfg.scan_unroll)
-    hidden = rms_norm(x, params["final_norm"], eps)  # [B, T, D]
+    hidden = rms_norm(x, params["final_norm"], eps)  # [B, T, D] ([B, M, D] at read_at)
 
     head_in = hidden if logit_index is None else jnp.take_along_axis(hidden, logit_index[:, None, None], axis=1)[:, 0]
     logits = lm_head(params, head_in, cfg)

@@ -179,18 +179,18 @@ class LMPolicy:
         lora, d = self._lora(trainable), c.depth
         last = (lengths - 1).astype(jnp.int32)
         if d == 1:
-            _, hidden, _ = forward(params, prompt, self.cfg, lora=lora, lora_scale=self.lora.scale)
-            h = jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]  # [B, D]
+            _, h, _ = forward(params, prompt, self.cfg, lora=lora, lora_scale=self.lora.scale, read_at=last[:, None])
+            h = h[:, 0]  # [B, D]
             logits = jnp.broadcast_to(lm_head(params, h, self.cfg)[:, None, None], (b, c.size, 1, self.cfg.vocab_size))
             return cand_lib.candidate_logprobs(c, logits, self.length_normalize), h
         table = jnp.asarray(c.table())  # [K, D]
         rows = jnp.pad(prompt, ((0, 0), (0, d)))
         rows = jax.vmap(lambda row, n: jax.vmap(lambda t: jax.lax.dynamic_update_slice(row, t, (n,)))(table))(
             rows, lengths)  # [B, K, L + D]
-        _, hidden, _ = forward(params, rows.reshape(b * c.size, l + d), self.cfg, lora=lora,
-                               lora_scale=self.lora.scale)
         pos = (last[:, None] + jnp.arange(d)[None, :])  # [B, D] positions predicting the candidate's tokens
-        h = jnp.take_along_axis(hidden.reshape(b, c.size, l + d, -1), pos[:, None, :, None], axis=2)  # [B, K, D, H]
+        _, h, _ = forward(params, rows.reshape(b * c.size, l + d), self.cfg, lora=lora, lora_scale=self.lora.scale,
+                          read_at=jnp.repeat(pos, c.size, axis=0))
+        h = h.reshape(b, c.size, d, -1)  # [B, K, D, H]
         return cand_lib.candidate_logprobs(c, lm_head(params, h, self.cfg), self.length_normalize), h[:, 0, 0]
 
     def score_logits(self, logits: jax.Array, action: jax.Array, hidden: jax.Array, head: Params | None,
@@ -220,9 +220,9 @@ class LMPolicy:
             return (first(lp) * action_mask, first(ent) * action_mask,
                     first(value_or_zero(head, hidden)) * action_mask)
         tokens, _, _ = append_tokens(prompt, lengths, action, action_mask)
-        _, hidden, _ = forward(params, tokens, self.cfg, lora=self._lora(trainable), lora_scale=self.lora.scale)
         pos = jnp.clip(lengths[:, None] - 1 + jnp.arange(m)[None, :], 0, tokens.shape[1] - 1)  # [B, M]
-        h = jnp.take_along_axis(hidden, pos[..., None], axis=1)  # [B, M, D]
+        _, h, _ = forward(params, tokens, self.cfg, lora=self._lora(trainable), lora_scale=self.lora.scale,
+                          read_at=pos)  # [B, M, D]: the contexts the action's tokens were chosen in
         lp, ent, value = self.score_logits(lm_head(params, h, self.cfg), action, h, head, valid)
         fm = action_mask.astype(jnp.float32)
         return lp * fm, ent * fm, value * fm

@@ -12,6 +12,8 @@ For a from-scratch model (configs/spread.py): `prompt`, `outro` and `separator` 
 `field_names` writes each number with its field's name ("a8b8c11": with the word tokenizer one token
 per number), `show_step` adds the step count ("t7"). `action_candidates` lists the moves' words, so
 a policy with `policy.actions="constrained"` or "scored" always plays one (policies/candidates.py).
+`max_action_tokens=0` sizes the reply to the longest move (one token with the word tokenizer): every forward
+of the rollout and the loss reads that many action positions, so padding them costs time and changes nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ def _letters(i: int) -> str:
         i //= 26
         out = chr(97 + i % 26) + out
     return out
+
+
+def _move_width(codec: Codec, names: tuple[str, ...]) -> int:
+    """Tokens of the longest move, one more when a move's tokens begin another's (a reply that must be ended)."""
+    ids = [tuple(codec.encode(n)) for n in names]
+    prefix = any(a != b and b[: len(a)] == a for a in ids for b in ids)
+    return max(len(i) for i in ids) + int(prefix)
 
 
 def quantize(obs: jax.Array, bins: int, low: float, high: float) -> jax.Array:
@@ -102,7 +111,7 @@ class TokenizedMPE(Env):
         names = self.field_names or ("",)
         self.values = self.codec.table([f"{f}{i}{separator}" for f in names for i in range(self.bins)])
         self.action_set = parsing.StringSet(self.action_names)
-        self.max_action_tokens = int(max_action_tokens)
+        self.max_action_tokens = int(max_action_tokens) or _move_width(self.codec, self.action_names)
         self.actions = self.codec.table(list(self.action_names), width=self.max_action_tokens)
         self.action_candidates = self.actions.rows()  # the moves
         self.prompt = jnp.asarray(self.codec.encode(prompt.format(n=obs_dim, top=self.bins - 1)), jnp.int32)
