@@ -8,6 +8,9 @@ needs, nothing a kernel, padding or a recomputation adds.
     row of s tokens read from the start costs 2 x q_size x s^2 per layer (`squares` = the sum of s^2 over rows);
   * the LM head: 2 x hidden x vocab, only where logits are taken (`head_tokens`: sampled or scored tokens).
 A training step costs 3 forwards (the backward is two). LoRA's rank-r products are left out (< 1% at rank 16).
+Every token counts through every layer, as in the convention: a forward that reads only a few positions
+(`forward(read_at=)`, a constrained move's loss) runs its last layer there only, so it shows a higher MFU than
+its matrix units ran (spread's tiny 2-layer loss: about 1.6x).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Decoder LM (Llama 3.x / Qwen2 / Qwen3) as pure functions over a params pytree.
 
 Why pure functions: layers are stacked on a leading [N] axis and run with one
-`lax.scan` (compile time independent of depth), LoRA adapters are a separate
+`lax.scan` (compile time independent of depth; up to UNROLLED_LAYERS, a Python loop), LoRA adapters are a separate
 pytree that `jax.vmap` maps over an agent axis while the base is shared, and the
 "adapters off" reference policy is the same call with `lora=None`. A model is a
 `ModelConfig` plus a params pytree (a plain dict: what jit, sharding, Orbax and

@@ -209,9 +209,9 @@ def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Ar
 
     def run(width):
         def fn(seq):
-            _, hidden, _ = forward(base, seq[:, :width], policy.cfg, lora=lora, lora_scale=policy.lora.scale)
             pos = jnp.clip(prompt_len[..., None] + jnp.arange(m) - 1, 0, width - 1).reshape(b, t * m)
-            h = jnp.take_along_axis(hidden, pos[..., None], axis=1)  # [B, T*M, D]
+            _, h, _ = forward(base, seq[:, :width], policy.cfg, lora=lora, lora_scale=policy.lora.scale,
+                              read_at=pos)  # [B, T*M, D]: the last layer runs at the scored contexts only
             # the value at each token's context: token 0's is the turn's
             if policy.actions != "free":
                 return policy.score_logits(lm_head(base, h, policy.cfg).reshape(b, t, m, -1), action,

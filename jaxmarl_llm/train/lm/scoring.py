@@ -11,13 +11,15 @@ Two ways to score, one per rollout path (train/lm/paths.py):
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, Scored, lm_loss
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
-from jaxmarl_llm.policies.lm_policy import LMPolicy, append_tokens, model_weights
+from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan, Turns
 from jaxmarl_llm.train.lm.seats import loss_view, per_agent
 
@@ -29,27 +31,13 @@ def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
     [..., 0] is the turn's)."""
     base = model_weights(trainable, base, reference)
     agents_tr = per_agent(plan, trainable, plan.loss_agents)
-    if plan.actions != "free":
-        return _score_slice_candidates(plan, policy, base, agents_tr, batch, reference)
 
-    def one_agent(tr, prompt, plen, action, amask):
-        lead = prompt.shape[:-1]
-        flat = lambda x: x.reshape((-1,) + x.shape[len(lead):])  # noqa: E731
-        tokens, lengths, mask = append_tokens(flat(prompt), flat(plen), flat(action), flat(amask))
-        lp, ent, values = policy.score(base, None if reference else tr, tokens, lengths, mask)
-        take = jax.vmap(lambda row, start: jax.lax.dynamic_slice(row, (start,), (action.shape[-1],)))
-        return tuple(take(x, flat(plen)).reshape(action.shape) for x in (lp, ent, values))
-
-    # the agent axis is -2 of prompt/action fields, -1 of prompt_len: vmap over it
-    return jax.vmap(one_agent, in_axes=(0, -2, -1, -2, -2), out_axes=-2)(
-        agents_tr, batch.prompt, batch.prompt_len, batch.action, batch.action_mask)
-
-
-def _score_slice_candidates(plan: Plan, policy: LMPolicy, base, agents_tr, batch: Turns, reference: bool) -> Scores:
-    """`score_slice` with constrained / scored actions: each turn's actions under the restricted distribution."""
+    # each turn's actions under the policy's action mode (free text, or the restricted distribution); logits
+    # only at the reply's tokens, the last layer at their contexts only (forward's read_at)
     def one_agent(tr, prompt, plen, action, amask, valid):
         lead = prompt.shape[:-1]
-        flat = lambda x: x.reshape((-1,) + x.shape[len(lead):])  # noqa: E731
+        rows = math.prod(lead)  # not -1: valid has width 0 with free actions
+        flat = lambda x: x.reshape((rows,) + x.shape[len(lead):])  # noqa: E731
         out = policy.score_actions(base, None if reference else tr, flat(prompt), flat(plen), flat(action),
                                    flat(amask), flat(valid))
         return tuple(x.reshape(action.shape) for x in out)
