@@ -10,6 +10,9 @@ Anything with this small interface works:
 `CharTokenizer` and `WordTokenizer` are built-in, for models trained from
 scratch on our games; `HFTokenizer` wraps any Hugging Face tokenizer in a
 local folder (no network) and applies its chat template when it has one.
+`train_bpe(texts, path)` writes such a folder: a byte-level BPE over the given
+texts with Qwen2's pre-tokenizer (every digit its own token), what a real
+checkpoint's tokenizer is, at the size of our games (tools/train_tokenizer.py).
 `encode_batch(tok, texts, capacity)` turns strings into the fixed-capacity,
 right-padded id buffers [N, C] + lengths [N] that models and envs consume.
 """
@@ -156,6 +159,36 @@ class HFTokenizer:
             return [int(i) for i in ids]
         text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
         return self.encode(text + ("assistant: " if add_generation_prompt else ""))
+
+
+# the byte-level BPE of our three natural-language games (tools/train_tokenizer.py writes it): config.tokenizer=GAMES_BPE
+GAMES_BPE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "games_bpe")
+
+# Qwen2's pre-tokenizer (its tokenizer.json): letter runs with at most one leading other character, each digit
+# alone, punctuation runs, newlines and spaces; a BPE merge never crosses these pieces, so "1023" is 4 tokens
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+               r"|\s+(?!\S)|\s+")
+BPE_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # Qwen's; <|endoftext|> ends a reply and pads
+
+
+def train_bpe(texts: Iterable[str], path: str, vocab_size: int = 1024, min_frequency: int = 2) -> str:
+    """Train a byte-level BPE tokenizer on `texts` and save it as a Hugging Face folder at `path` (tokenizer.json,
+    tokenizer_config.json): `HFTokenizer(path)` loads it as it loads a checkpoint's. Deterministic for given
+    texts. The vocabulary stops short of `vocab_size` when no pair occurs `min_frequency` times."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(BPE_SPECIALS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(list(texts), trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=BPE_SPECIALS[0], pad_token=BPE_SPECIALS[0])
+    fast.save_pretrained(path)
+    return path
 
 
 def encode_batch(

@@ -76,3 +76,54 @@ def test_hf_tokenizer_errors(tmp_path):
         HFTokenizer(str(tmp_path / "nope"))
     with pytest.raises(FileNotFoundError, match="tokenizer.json"):
         HFTokenizer(str(tmp_path))
+
+
+def _train_tokenizer_tool():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "train_tokenizer.py")
+    spec = importlib.util.spec_from_file_location("train_tokenizer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_games_bpe_loads_as_a_checkpoint_tokenizer_and_reads_digits_one_by_one():
+    """The shipped BPE folder through config.tokenizer's loader (the code that loads a checkpoint's tokenizer):
+    every game text round-trips, every number is one token per digit, <|endoftext|> ends a reply and pads."""
+    pytest.importorskip("transformers")
+    from jaxmarl_llm.tokenizers import BPE_SPECIALS, GAMES_BPE
+    from jaxmarl_llm.train.lm.setup import build_tokenizer
+    corpus = _train_tokenizer_tool().corpus
+
+    tok = build_tokenizer(GAMES_BPE)
+    assert isinstance(tok, HFTokenizer) and tok.vocab_size == 1024
+    assert tok.eos_id == tok.pad_id == tok.hf.convert_tokens_to_ids(BPE_SPECIALS[0])
+    texts = sorted(set(corpus()))
+    assert len(texts) > 10_000
+    for text in texts:
+        assert tok.decode(tok.encode(text)) == text
+    digit_ids = [tok.encode(str(d)) for d in range(10)]
+    assert all(len(ids) == 1 for ids in digit_ids) and len({ids[0] for ids in digit_ids}) == 10
+    for n in (0, 7, 42, 512, 1023, 1024, 987654):
+        assert tok.encode(str(n)) == [digit_ids[int(c)][0] for c in str(n)]
+        assert tok.encode(f"Guess: {n}")[-len(str(n)):] == [digit_ids[int(c)][0] for c in str(n)]
+    assert len(tok.encode("Move: 5")) < len("Move: 5")  # words merge: BPE, not characters
+    assert tok.decode(tok.encode("Move: 5") + [tok.eos_id] + tok.encode("junk")) == "Move: 5"
+
+
+def test_games_bpe_is_what_the_tool_writes(tmp_path):
+    """tools/train_tokenizer.py rebuilds the shipped folder exactly (vocabulary and merges): the folder cannot
+    drift from the games' texts unnoticed. Retrain it when a game's texts change."""
+    import json
+
+    from jaxmarl_llm.tokenizers import GAMES_BPE
+    main = _train_tokenizer_tool().main
+
+    assert main(["--out", str(tmp_path)]) == 0
+    fresh, shipped = (json.load(open(f"{d}/tokenizer.json")) for d in (tmp_path, GAMES_BPE))
+    assert fresh["model"]["vocab"] == shipped["model"]["vocab"]
+    assert fresh["model"]["merges"] == shipped["model"]["merges"]
+    assert fresh["pre_tokenizer"] == shipped["pre_tokenizer"]
+    assert main(["--vocab_size", "100", "--out", str(tmp_path / "x")]) == 2

@@ -56,7 +56,7 @@ def build_tokenizer(spec: str, env_name: str = "", env_kwargs=None):
     if spec == "word":
         if not env_name:
             raise ValueError("tokenizer='word' is built from an env's texts: set config.env_name")
-        return WordTokenizer.from_texts(_env_texts(env_name, dict(env_kwargs or {})))
+        return WordTokenizer.from_texts(env_texts(env_name, dict(env_kwargs or {})))
     return HFTokenizer(spec)
 
 
@@ -70,7 +70,7 @@ class _RecordingTokenizer(CharTokenizer):
         return super().encode(text)
 
 
-def _env_texts(env_name: str, env_kwargs: dict) -> list[str]:
+def env_texts(env_name: str, env_kwargs: dict) -> list[str]:
     """Every string env `env_name` encodes while it is built, in order."""
     recorder = _RecordingTokenizer()
     # the recorder counts characters: a capacity or an action width sized for words must not stop the build (texts
