@@ -244,14 +244,73 @@ def marker_debater(env, noise: float = 0.0) -> Script:
     return Script(lambda state: jnp.zeros((), jnp.int32), act)
 
 
+# ---- random legal players: a format-only warm start ---------------------------------------------------------
+# Every move is uniformly random among the legal ones and every move is a target: a student that imitates them
+# learns to speak the game (the reply's form, when to ask and when to guess) and nothing that wins it.
+
+def random_cell(env, noise: float = 0.0) -> Script:
+    """Tic-tac-toe: the seat to move plays a uniformly random empty cell."""
+    del noise  # every move is already random
+
+    def act(key, memory, state):
+        return env.opponent_action(key, state, "random"), jnp.ones((env.num_agents,), bool), memory
+
+    return Script(lambda state: jnp.zeros((), jnp.int32), act)
+
+
+def random_guess(env, noise: float = 0.0) -> Script:
+    """Guess the number: a uniformly random number in range each turn, deaf to the feedback."""
+    from jaxmarl_llm.envs.text.guess_number import NUM_VALUES
+
+    del noise
+
+    def act(key, memory, state):
+        return env.guess_action(jax.random.randint(key, (), 0, NUM_VALUES)), jnp.ones((env.num_agents,), bool), memory
+
+    return Script(lambda state: jnp.zeros((), jnp.int32), act)
+
+
+def random_questions(env, noise: float = 0.0, guess_chance: float = 0.0) -> Script:
+    """Twenty questions: a uniformly random listed question each turn and a uniformly random word on the last
+    one (`guess_chance`: also on any earlier turn with this chance); with answerer="lm" the answerer replies
+    Yes or No at random."""
+    del noise
+    num_words, num_questions = env.answers.shape
+    last_turn = env.max_turns - 1
+    lm = env.answerer == "lm"
+
+    def act(key, memory, state):
+        k_guess, k_word, k_question, k_answer = jax.random.split(key, 4)
+        guess_now = (state.questions >= last_turn) | (jax.random.uniform(k_guess) < guess_chance)
+        action = jax.tree.map(lambda g, a: jnp.where(guess_now, g, a),
+                              env.guess_action(jax.random.randint(k_word, (), 0, num_words)),
+                              env.ask_action(jax.random.randint(k_question, (), 0, num_questions)))
+        if lm:
+            answer = env.answer_action(jax.random.bernoulli(k_answer))
+            action = jax.tree.map(lambda r, q: jnp.where(state.active[1], r, q), answer, action)
+        return action, jnp.ones((env.num_agents,), bool), memory
+
+    return Script(lambda state: jnp.zeros((), jnp.int32), act)
+
+
 SCRIPTS: dict[str, Callable[..., Script]] = {
     "text/guess_number": binary_search, "text/arithmetic": exact_answer, "text/tic_tac_toe": minimax_selfplay,
     "text/twenty_questions": greedy_splitter, "text/debate": marker_debater,
 }
+RANDOM_PLAYERS: dict[str, Callable[..., Script]] = {
+    "text/tic_tac_toe": random_cell, "text/guess_number": random_guess, "text/twenty_questions": random_questions,
+}
+# config.teacher: who plays the SFT rows, the game's expert or a random legal player (format only)
+TEACHERS: dict[str, dict[str, Callable[..., Script]]] = {"expert": SCRIPTS, "random": RANDOM_PLAYERS}
 
 
-def make_script(env_name: str, env, noise: float = 0.0, **kwargs) -> Script:
-    """The teacher for `env_name`; kwargs are that teacher's own options (e.g. binary_search's `digits`)."""
-    if env_name not in SCRIPTS:
-        raise ValueError(f"no scripted teacher for {env_name!r}; teachers exist for {', '.join(sorted(SCRIPTS))}")
-    return SCRIPTS[env_name](env, noise=noise, **kwargs)
+def make_script(env_name: str, env, noise: float = 0.0, teacher: str = "expert", **kwargs) -> Script:
+    """The `teacher` ("expert" or "random") of `env_name`; kwargs are that script's own options (e.g.
+    binary_search's `digits`)."""
+    if teacher not in TEACHERS:
+        raise ValueError(f"teacher {teacher!r} is unknown; expected one of {', '.join(TEACHERS)}")
+    scripts = TEACHERS[teacher]
+    if env_name not in scripts:
+        raise ValueError(f"no {teacher} teacher for {env_name!r}; {teacher} teachers exist for "
+                         f"{', '.join(sorted(scripts))}")
+    return scripts[env_name](env, noise=noise, **kwargs)

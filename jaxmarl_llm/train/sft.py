@@ -148,7 +148,8 @@ def make_train(config, env=None) -> SFTTrainer:
     script, file_rows = None, None
     if source == "teacher":
         try:
-            script = make_script(config.env_name, env, noise=float(config.script_noise), **config.script_kwargs)
+            script = make_script(config.env_name, env, noise=float(config.script_noise), teacher=config.teacher,
+                                 **config.script_kwargs)
         except ValueError as err:
             raise ConfigError(f"config.script_kwargs: {err}") from None
     if source == "file":

@@ -9,7 +9,7 @@ import os
 
 import ml_collections
 
-from jaxmarl_llm.data.teachers import SCRIPTS
+from jaxmarl_llm.data.teachers import TEACHERS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_fsdp, check_mesh, check_model_checkpoint, check_non_negative, check_one_update,
                                              check_positive, check_positive_ints, check_run, check_stop, stop_defaults)
@@ -35,6 +35,9 @@ def sft_defaults() -> ml_collections.ConfigDict:
     c.data_path = ""  # source="file": JSONL, one {"prompt", "completion"} (or {"turns": [...]}) object per line
     c.max_length = 0  # source="file": tokens per row (with the eos after each move); 0 = the env's capacity
     c.min_return = 1.0  # source="policy": the episode return a transcript needs to be kept (1 = solved in most games)
+    # source="teacher": "expert" (the game's scripted expert) or "random" (a uniformly random legal player, every
+    # move a target: a warm start that teaches the reply's format and no skill, data/teachers.py RANDOM_PLAYERS)
+    c.teacher = "expert"
     c.script_noise = 0.0  # chance per turn the teacher plays a random move (not a target) to show recovery
     c.script_kwargs = ml_collections.ConfigDict({})  # the teacher's own options (data/teachers.py)
     # the seats whose moves are targets (teacher / policy rows), e.g. (1,): only twenty questions' answerer learns;
@@ -67,8 +70,10 @@ def validate_sft(config: ml_collections.ConfigDict) -> None:
     _require(config.source in ("teacher", "file", "policy"), "source",
              f"must be 'teacher', 'file' or 'policy', got {config.source!r}")
     if config.source == "teacher":
-        _require(config.env_name in SCRIPTS, "env_name",
-                 f"no scripted teacher for {config.env_name!r}; SFT can use {sorted(SCRIPTS)}, or set "
+        _require(config.teacher in TEACHERS, "teacher", f"must be one of {sorted(TEACHERS)}, got {config.teacher!r}")
+        scripts = TEACHERS[config.teacher]
+        _require(config.env_name in scripts, "env_name",
+                 f"no {config.teacher} teacher for {config.env_name!r}; SFT can use {sorted(scripts)}, or set "
                  "source='file' (a JSONL of transcripts) or source='policy' (the model's own best episodes)")
     check_positive_ints(config, ("num_envs", "num_turns", "total_episodes"))
     check_one_update(config)
@@ -109,6 +114,7 @@ def check_target_agents(config: ml_collections.ConfigDict) -> None:
 def _check_teacher_kwargs(config: ml_collections.ConfigDict) -> None:
     """script_kwargs must bind to the teacher's own signature (after its env argument)."""
     try:
-        inspect.signature(SCRIPTS[config.env_name]).bind(None, **config.script_kwargs)
+        inspect.signature(TEACHERS[config.teacher][config.env_name]).bind(None, **config.script_kwargs)
     except TypeError as err:
-        raise ConfigError(f"config.script_kwargs: {err} (the teacher is scripted.{SCRIPTS[config.env_name].__name__})") from None
+        name = TEACHERS[config.teacher][config.env_name].__name__
+        raise ConfigError(f"config.script_kwargs: {err} (the teacher is teachers.{name})") from None
