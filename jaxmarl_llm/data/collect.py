@@ -2,6 +2,11 @@
 
     rows = collect(key, env, script, num_turns, env_ids, eos_id)   # Transcripts [N*A, L]
 
+A game whose transcripts only grow (`env.appends_actions`) gives one row per (env, seat): its final transcript,
+every target move in place. A game that rewrites each observation (tic-tac-toe with `history=False`) gives one row
+per turn, env and seat, [T*N*A, C + M + 1]: that turn's observation, the move after it, the eos after that: what
+the policy reads when it acts.
+
 `policy_script` plays the LM policy as a `Script` (SFT on its own best
 episodes, DPO's "policy" player), so `collect` serves every player.
 """
@@ -76,11 +81,15 @@ def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Ar
         done = jnp.all(term | trunc, axis=-1) & alive
         # a game appends the mover's own action first, at its transcript length
         rec = (obs.length, action.length, target & active & alive[:, None], reward * alive[:, None])
+        # rewritten observations: each turn's own (its row), else nothing more (the final transcript holds them)
+        rec += (obs.tokens, action.tokens) if not env.appends_actions else (None, None)
         return (state2, next_obs, memory, alive & ~done), rec
 
     alive0 = jnp.ones(env_ids.shape, bool)
-    (final, _, _, _), (start, length, target, reward) = jax.lax.scan(
-        turn, (state, obs, memory, alive0), jnp.arange(num_turns))  # each [T, N, A]
+    (final, _, _, _), (start, length, target, reward, seen, moves) = jax.lax.scan(
+        turn, (state, obs, memory, alive0), jnp.arange(num_turns))  # each [T, N, A, ...]
+    if not env.appends_actions:
+        return turn_rows(seen, moves, start, length, target, reward, eos_id, env.codec.pad_id)
     tokens = jax.vmap(env.get_obs)(final).tokens  # [N, A, L]
     n, a, cap = tokens.shape
     pos = jnp.arange(cap)
@@ -96,3 +105,24 @@ def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Ar
         turn_mask=rows(jnp.moveaxis(turn_mask, 0, 2)),
         solved=rows((reward.sum(0) > 0).astype(jnp.float32)), returns=rows(reward.sum(0)),
     )
+
+
+def turn_rows(seen: jax.Array, moves: jax.Array, start: jax.Array, length: jax.Array, target: jax.Array,
+              reward: jax.Array, eos_id: int, pad_id: int) -> Transcripts:
+    """One row per turn, env and agent: observation seen [T, N, A, C] (its length `start`), the move [T, N, A, M]
+    (`length` tokens) written after it and an eos after that, a target where `target` [T, N, A]; rows turn-major
+    [T*N*A, C + M + 1] (row = t * N*A + env * A + agent), each with its agent's episode return."""
+    t, n, a, cap = seen.shape
+    m = moves.shape[-1]
+    width = cap + m + 1
+    tokens = jnp.pad(seen, ((0, 0),) * 3 + ((0, m + 1),), constant_values=pad_id)
+    write = lambda row, move, at: jax.lax.dynamic_update_slice(row, move, (at,))  # noqa: E731
+    tokens = jax.vmap(write)(tokens.reshape(-1, width), moves.reshape(-1, m), start.reshape(-1))  # [T*N*A, W]
+    pos = jnp.arange(width)
+    begin, end = start.reshape(-1, 1), (start + length).reshape(-1, 1)
+    fits = target.reshape(-1, 1) & (end < width)
+    in_move, at_eos = (pos >= begin) & (pos < end) & fits, (pos == end) & fits
+    mask = in_move | at_eos
+    ret = jnp.broadcast_to(reward.sum(0), (t, n, a)).reshape(-1)
+    return Transcripts(tokens=tokens, targets=jnp.where(at_eos, eos_id, tokens), mask=mask,
+                       turn_mask=mask[:, None, :], solved=(ret > 0).astype(jnp.float32), returns=ret)

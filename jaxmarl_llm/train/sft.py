@@ -197,6 +197,8 @@ def make_train(config, env=None) -> SFTTrainer:
             idx = jax.random.randint(key, (num_envs,), 0, rows.mask.shape[0])[env_ids]  # one draw, split by shard
             return jax.tree.map(lambda x: x[idx], rows), {}
         rows = seat_rows(n_local, env.num_agents, seats)  # the trained seats' rows
+        if not env.appends_actions:  # one row per turn (data/collect.py turn_rows): those rows of every turn
+            rows = np.concatenate([t * n_local * env.num_agents + rows for t in range(num_turns)])
         if source == "teacher":
             data = take_rows(collect(key, env, script, num_turns, env_ids, tokenizer.eos_id), rows)
             return data, {"teacher_success": data.solved.sum()}

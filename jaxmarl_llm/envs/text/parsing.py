@@ -79,12 +79,15 @@ def find_keyword(chars: jax.Array, n: jax.Array, keyword: str) -> tuple[jax.Arra
 
 
 def parse_int(
-    chars: jax.Array, n: jax.Array, keyword: str | None = None, max_digits: int = 9, signed: bool = False
+    chars: jax.Array, n: jax.Array, keyword: str | None = None, max_digits: int = 9, signed: bool = False,
+    exact: bool = False,
 ) -> tuple[jax.Array, jax.Array]:
     """The integer after `keyword` (then optional ':'/'=' and spaces), e.g. 'Guess: 512' -> (512, True).
 
     Malformed (no keyword, no digits, more than `max_digits` digits) -> (0, False).
-    Text after the number is ignored.
+    Text after the number is ignored; `exact`: the reply must be the keyword and the number and nothing else
+    (spaces and newlines around them aside), so 'Move: 5 and then' is malformed. An RL policy in free text needs
+    it: text a lenient parser ignores costs nothing, and an entropy bonus then rewards filling it with noise.
     """
     if max_digits > 9:
         raise ValueError("max_digits <= 9 keeps the value in int32")
@@ -110,6 +113,11 @@ def parse_int(
     powers = jnp.asarray(10, jnp.int32) ** jnp.clip(place, 0, max_digits - 1)
     value = jnp.sum(jnp.where(run.astype(bool), (digits - _ZERO) * powers, 0))
     value = jnp.where(neg, -value, value)
+    if exact:
+        blank = (chars == SPACE) | (chars == NONE) | (pos >= n)  # whitespace is SPACE, a special token NONE
+        begin = after - (len(keyword) if keyword is not None else 0)
+        end = q + nd + neg.astype(jnp.int32)  # one past the last digit
+        ok = ok & jnp.all(blank | (pos >= begin) & (pos < end))
     return jnp.where(ok, value, 0).astype(jnp.int32), ok
 
 

@@ -20,6 +20,9 @@ earlier board, so what it reads depends on the position (configs/tic_tac_toe.py
 `:scratch` uses it). Such observations do not only grow (`appends_actions` is
 False): the trainer re-reads each one, which at this length is cheap.
 
+`exact=True` refuses a reply with anything besides `Move: N` (an RL policy in free text would otherwise pad its
+replies with noise an entropy bonus pays for: configs/free_tic_tac_toe.py).
+
 `opponent_action(key, state, "random" | "minimax")` gives built-in evaluation
 opponents; minimax is exact (a table over every position, solved at import).
 Board pictures for all 3**9 boards are encoded once when the env is built.
@@ -174,10 +177,11 @@ class TicTacToe(TextEnv):
 
     max_movers = 1  # turn-based: one seat writes per step
     def __init__(self, tokenizer=None, capacity: int = 640, max_action_tokens: int = 8, board: str = "grid",
-                 history: bool = True):
+                 history: bool = True, exact: bool = False):
         super().__init__(tokenizer, ("x", "o"), capacity, max_action_tokens)
         self.board_style = board
         self.history = bool(history)
+        self.exact = bool(exact)  # a reply must be `Move: N` and nothing more (parsing.parse_int's `exact`)
         self.appends_actions = self.history  # without history each move rewrites the observation
         # feedback row 2*r + agent: the board (r-th reachable position) after a legal move and that
         # agent's status line; the last two rows: the mover's / the opponent's line after an illegal move.
@@ -214,7 +218,7 @@ class TicTacToe(TextEnv):
     def parse_move(self, tokens: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Cell 0..8 from one action's `Move: N` (tokens [M], length []); ok False if malformed."""
         chars, n = parsing.decode_chars(self.codec.token_chars, self.codec.token_nchars, tokens, length)
-        value, ok = parsing.parse_int(chars, n, keyword="move", max_digits=2)
+        value, ok = parsing.parse_int(chars, n, keyword="move", max_digits=2, exact=self.exact)
         ok = ok & (value >= 1) & (value <= 9)
         return jnp.where(ok, value - 1, 0), ok
 

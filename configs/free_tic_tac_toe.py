@@ -1,0 +1,58 @@
+"""Tic-tac-toe in free text from a format-only warm start: the games' BPE tokenizer, the game's own prompt, replies
+written token by token (`Move: 5`, no constrained decoding), two stages.
+
+    .venv/bin/python experiments/train.py --config=configs/free_tic_tac_toe.py:format    # stage 1: the format
+    .venv/bin/python experiments/eval.py --config=configs/free_tic_tac_toe.py \\
+        --config.model.checkpoint=runs/free_tic_tac_toe_format/model --opponent=random --episodes=400
+    .venv/bin/python experiments/train.py --config=configs/free_tic_tac_toe.py           # stage 2: RL from it
+
+Stage 1 (`:format`, sft): SFT of a random tiny model on transcripts of a uniformly random legal player
+(data/teachers.py `random_cell`, every move a target): it learns to answer `Move: N` with an empty cell and
+nothing about which one, so greedy it plays about as a random player does (eval.py above: its zero-skill
+evaluation). Stage 2 (lm_rl): PPO on that model's adapters against the league of built-in players (random and
+minimax, the learner in a random seat), free text: an unparsable reply or an occupied cell loses the game (-2).
+In-graph evaluation every 250 updates (`eval/random_loss`, `eval/minimax_draw`, `format_error_rate`).
+Observations are the current position only (`history=False`): the seat, the board, the status line (~30 BPE
+tokens); `tokenizer` is the games' BPE folder (jaxmarl_llm/assets/games_bpe, tools/train_tokenizer.py), loaded
+as a checkpoint's tokenizer is. `--config.model.preset=qwen3-0.6b` or `--config.model.checkpoint=<HF folder>
+--config.tokenizer=<HF folder>` run the same recipe on a real model.
+"""
+
+from jaxmarl_llm.tokenizers import GAMES_BPE
+from jaxmarl_llm.train.config import lm_rl_defaults, sft_defaults
+
+ENV = {"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False}
+MODEL = {"max_position_embeddings": 64}  # a row is at most 40 + 8 + 1 tokens
+
+
+def get_config(variant: str = ""):
+    if variant not in ("", "format"):
+        raise ValueError(f"configs/free_tic_tac_toe.py:{variant}: the variant is 'format' (stage 1, SFT) or none (RL)")
+    c = sft_defaults() if variant == "format" else lm_rl_defaults()
+    c.env_name = "text/tic_tac_toe"
+    c.tokenizer = GAMES_BPE
+    c.env_kwargs = dict(ENV)
+    c.model.update(MODEL)
+    c.num_turns = 9  # a game has at most 9 moves
+    if variant == "format":
+        c.teacher = "random"  # every move a uniformly random empty cell, and a target
+        c.train_base = True
+        c.num_envs = 16
+        c.total_episodes = 16 * 200
+        c.lr = 3e-3
+        c.run.out_dir = "runs/free_tic_tac_toe_format"
+        c.run.updates_per_chunk = 25
+        return c
+    c.model.checkpoint = "runs/free_tic_tac_toe_format/model"
+    c.policy.actions = "free"
+    c.algo, c.group_size = "ppo", 1
+    c.share_policy = True
+    c.lr, c.anneal_lr, c.ent_coef = 1e-3, True, 0.01
+    c.critic.lr = 1e-2
+    c.opponent_pool.update(size=1, random=0.5, minimax=0.5)  # the league: built-in players only
+    c.in_graph_eval.update(every=250, episodes=400)
+    c.num_envs = 32
+    c.total_episodes = 32 * 3000
+    c.run.out_dir = "runs/free_tic_tac_toe"
+    c.run.updates_per_chunk = 10
+    return c
