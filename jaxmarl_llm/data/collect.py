@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxmarl_llm.data.teachers import Script
+from jaxmarl_llm.data.teachers import Script, stateless
 from jaxmarl_llm.envs.text.buffers import TextAction, clean_action
 from jaxmarl_llm.evaluation.evaluate import every_seat, lm_actor
 from jaxmarl_llm.policies.lm_policy import LMPolicy
@@ -51,7 +51,7 @@ def policy_script(env, policy: LMPolicy, params, trainable) -> Script:
         action = act(key, obs.tokens, obs.length, env.candidate_mask(state))
         return TextAction(*clean_action(action.tokens, action.length, pad, eos)), jnp.ones((a,), bool), memory
 
-    return Script(lambda state: jnp.zeros((), jnp.int32), step)
+    return stateless(step)
 
 
 def collect(key: jax.Array, env, script: Script, num_turns: int, env_ids: jax.Array, eos_id: int,

@@ -27,6 +27,11 @@ class Script(NamedTuple):
     act: Callable[[jax.Array, Any, Any], tuple[TextAction, jax.Array, Any]]
 
 
+def stateless(act: Callable[[jax.Array, Any, Any], tuple[TextAction, jax.Array, Any]]) -> Script:
+    """A `Script` that keeps no memory of its own (what it needs is in the env state): its memory is a dummy 0."""
+    return Script(lambda state: jnp.zeros((), jnp.int32), act)
+
+
 def binary_search(env, noise: float = 0.0, digits: int = 0, recover: str = "bisect") -> Script:
     """Guess-the-number by bisection of the interval the answers leave; `noise`: a random guess inside it.
 
@@ -79,9 +84,6 @@ def exact_answer(env, noise: float = 0.0) -> Script:
     Plays from the env's own action table (-999..999): an answer outside it is played clipped and is not a target.
     """
 
-    def init(state) -> jax.Array:
-        return jnp.zeros((), jnp.int32)
-
     def act(key, memory, state):
         k_explore, k_off, k_sign = jax.random.split(key, 3)
         a = state.answer.shape[0]
@@ -91,7 +93,7 @@ def exact_answer(env, noise: float = 0.0) -> Script:
         in_table = jnp.abs(state.answer) <= 999
         return env.make_action(env.answers, jnp.clip(value, -999, 999) + 999), ~explore & in_table, memory
 
-    return Script(init, act)
+    return stateless(act)
 
 
 def minimax_selfplay(env, noise: float = 0.0, tie_break: str = "random") -> Script:
@@ -114,9 +116,6 @@ def minimax_selfplay(env, noise: float = 0.0, tie_break: str = "random") -> Scri
             return env.opponent_action(key, state, "minimax")
         return env.move_action(state, jnp.argmax(env.best[board_code(state.board)]).astype(jnp.int32))
 
-    def init(state) -> jax.Array:
-        return jnp.zeros((), jnp.int32)  # stateless: the board is in the env state
-
     def act(key, memory, state):
         k_explore, k_random, k_best = jax.random.split(key, 3)
         explore = jax.random.uniform(k_explore) < noise
@@ -125,7 +124,7 @@ def minimax_selfplay(env, noise: float = 0.0, tie_break: str = "random") -> Scri
         action = jax.tree.map(lambda r, b: jnp.where(explore, r, b), rand, best)
         return action, jnp.broadcast_to(~explore, (env.num_agents,)), memory
 
-    return Script(init, act)
+    return stateless(act)
 
 
 def uniform_question(key: jax.Array, truth: jax.Array) -> jax.Array:
@@ -241,7 +240,7 @@ def marker_debater(env, noise: float = 0.0) -> Script:
             target = jnp.where(judging, rule >= 0, target)
         return action, target, memory
 
-    return Script(lambda state: jnp.zeros((), jnp.int32), act)
+    return stateless(act)
 
 
 # ---- random legal players: a format-only warm start ---------------------------------------------------------
@@ -255,7 +254,7 @@ def random_cell(env, noise: float = 0.0) -> Script:
     def act(key, memory, state):
         return env.opponent_action(key, state, "random"), jnp.ones((env.num_agents,), bool), memory
 
-    return Script(lambda state: jnp.zeros((), jnp.int32), act)
+    return stateless(act)
 
 
 def random_guess(env, noise: float = 0.0) -> Script:
@@ -267,7 +266,7 @@ def random_guess(env, noise: float = 0.0) -> Script:
     def act(key, memory, state):
         return env.guess_action(jax.random.randint(key, (), 0, NUM_VALUES)), jnp.ones((env.num_agents,), bool), memory
 
-    return Script(lambda state: jnp.zeros((), jnp.int32), act)
+    return stateless(act)
 
 
 def random_questions(env, noise: float = 0.0, guess_chance: float = 0.0) -> Script:
@@ -290,7 +289,7 @@ def random_questions(env, noise: float = 0.0, guess_chance: float = 0.0) -> Scri
             action = jax.tree.map(lambda r, q: jnp.where(state.active[1], r, q), answer, action)
         return action, jnp.ones((env.num_agents,), bool), memory
 
-    return Script(lambda state: jnp.zeros((), jnp.int32), act)
+    return stateless(act)
 
 
 SCRIPTS: dict[str, Callable[..., Script]] = {
