@@ -22,10 +22,13 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ)  # as this process was started, before device() touches it
 HEADER = "# Accelerators\n\nWhat `bash tools/accelerator_check.sh` measured, one section per device kind (newest run).\n"
 
 
 def device() -> tuple[str, str, int]:
+    # this process only looks: it must not take the accelerator's memory from the steps it launches
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     import jax
 
     d = jax.devices()
@@ -36,14 +39,25 @@ def device() -> tuple[str, str, int]:
     return d[0].platform, kind, len(d)
 
 
-def run(cmd: list[str], timeout: int) -> tuple[int, str, float]:
+def step_env(platform: str) -> dict[str, str]:
+    """The environment of each step: on an accelerator, pinned to it (tests/conftest.py would otherwise pin the
+    tests to the CPU and force its CPU-only XLA flags), its memory the step's own."""
+    env = dict(ENV)
+    if platform != "cpu":
+        env.setdefault("JAX_PLATFORMS", "")  # jax picks the accelerator; io_callback still finds the CPU
+        env.setdefault("XLA_FLAGS", "")
+    return env
+
+
+def run(cmd: list[str], timeout: int, env: dict[str, str]) -> tuple[int, str, float]:
     """(exit status, combined output, seconds) of one step, run from the repository root."""
     t0 = time.perf_counter()
     try:
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
         out, rc = p.stdout + p.stderr, p.returncode
     except subprocess.TimeoutExpired as err:
-        out, rc = f"{err.stdout or ''}{err.stderr or ''}\ntimed out after {timeout} s", 124
+        text = [s.decode(errors="replace") if isinstance(s, bytes) else s or "" for s in (err.stdout, err.stderr)]
+        out, rc = f"{text[0]}{text[1]}\ntimed out after {timeout} s", 124
     return rc, out, time.perf_counter() - t0
 
 
@@ -52,12 +66,15 @@ def keep(output: str, pattern: str) -> str:
     return "\n".join(line for line in output.splitlines() if re.search(pattern, line) and "Warning" not in line)
 
 
-def steps(platform: str, small: bool, tests: str) -> list[tuple[str, list[str], str, int]]:
+def steps(platform: str, small: bool, tests: str, big_grid: bool, timeout: int
+          ) -> list[tuple[str, list[str], str, int]]:
     """(title, command, lines to keep, timeout) of each step."""
     py = sys.executable
     pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_attention_kernels.py"]
     if tests:
         pytest += ["-k", tests]
+    if big_grid:
+        pytest += ["-m", ""]  # the slow-marked big grid too
     attention = [py, "bench/attention.py", "--repeats", "3"]
     update = [py, "bench/lm_update.py", "--repeats", "2"]
     if small or platform == "cpu":
@@ -66,9 +83,10 @@ def steps(platform: str, small: bool, tests: str) -> list[tuple[str, list[str], 
     else:
         update += ["--num_envs", "32"]
     return [
-        ("Attention correctness grid (tests/test_attention_kernels.py)", pytest, r"passed|failed|error|skipped", 1800),
-        ("Attention kernels (bench/attention.py)", attention, r"^\||jax |timing", 1800),
-        ("One LM RL update (bench/lm_update.py)", update, r"params|envs", 1800),
+        ("Attention correctness grid (tests/test_attention_kernels.py)", pytest,
+         r"passed|failed|error|skipped|^FAILED|^ERROR|Max absolute difference|Error: \S", timeout),
+        ("Attention kernels (bench/attention.py)", attention, r"^\||jax |timing", timeout),
+        ("One LM RL update (bench/lm_update.py)", update, r"params|envs", timeout),
     ]
 
 
@@ -98,14 +116,24 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--small", action="store_true", help="CPU-sized figures (also the default on a CPU)")
     ap.add_argument("--tests", default="", help="pytest -k expression for the correctness grid (default: all)")
+    ap.add_argument("--big-grid", action="store_true", help="also the slow-marked big grid of attention shapes")
+    ap.add_argument("--logs", default="", help="a folder to keep each step's whole output in")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds each step may run")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "accelerators.md"))
     args = ap.parse_args(argv)
     platform, kind, count = device()
     print(f"checking {count} x {kind} ({platform})", flush=True)
     results = []
-    for title, cmd, pattern, timeout in steps(platform, args.small, args.tests):
-        rc, output, seconds = run(cmd, timeout)
+    env = step_env(platform)
+    for title, cmd, pattern, timeout in steps(platform, args.small, args.tests, args.big_grid, args.timeout):
+        rc, output, seconds = run(cmd, timeout, env)
         text = keep(output, pattern) or output[-2000:]
+        if args.logs:
+            os.makedirs(args.logs, exist_ok=True)
+            with open(os.path.join(args.logs, f"step{len(results) + 1}.log"), "w") as f:
+                f.write(output)
+        if rc:  # what went wrong, in full, on the console (the report keeps the matching lines)
+            print(output[-6000:], flush=True)
         print(f"{title}: exit {rc}, {seconds:.0f} s\n{text}", flush=True)
         results.append((title, cmd, rc, text, seconds))
     write(args.out, kind, section(kind, platform, count, args.small, results))
