@@ -50,6 +50,16 @@ def timed(fn, *args, repeats: int):
     return compile_s, float(np.median(times)), out
 
 
+def peak_memory() -> str:
+    """The process's peak memory: host RSS on a CPU; on an accelerator also the device's peak allocation (what the
+    memory plan has to fit), where the runtime reports it."""
+    rss = f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB"
+    stats = jax.devices()[0].memory_stats() or {}
+    if "peak_bytes_in_use" in stats:
+        rss += f", device peak {stats['peak_bytes_in_use'] / 2**30:.1f} GiB"
+    return rss
+
+
 def measure(config, repeats: int, rollout_only: bool = False) -> dict:
     trainer, _, _, _ = entry.build(config)
     plan, policy, base = trainer.plan, trainer.policy, trainer.base
@@ -75,7 +85,7 @@ def measure(config, repeats: int, rollout_only: bool = False) -> dict:
         return {"params": sum(x.size for x in jax.tree.leaves(base)), "dtype": config.model.dtype,
                 "compile_s": c_roll, "rollout_s": t_roll, "tokens_rollout": float(metrics["tokens_rollout"]),
                 "mfu_rollout": float(metrics["flops_rollout"]) / t_roll / peak, "peak_tflops": peak / 1e12,
-                "peak_source": source, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+                "peak_source": source, "memory": peak_memory()}
     c_fwd, t_fwd, _ = timed(play_and_score, state, base, repeats=repeats)
     c_upd, t_upd, (_, metrics) = timed(lambda s, b: trainer.update(s, trainer.hparams, b), state, base, repeats=repeats)
     metrics = jax.device_get(metrics)
@@ -89,7 +99,7 @@ def measure(config, repeats: int, rollout_only: bool = False) -> dict:
         "mfu_loss": float(metrics["flops_loss"]) / max(t_upd - t_roll, 1e-9) / peak,
         "mfu": (float(metrics["flops_rollout"]) + float(metrics["flops_loss"])) / t_upd / peak,
         "peak_tflops": peak / 1e12, "peak_source": source,
-        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "memory": peak_memory(),
     }
 
 
@@ -116,14 +126,14 @@ def main():
             print(f"{shape:>12}: {r['params'] / 1e6:.1f}M params {r['dtype']}, compile {r['compile_s']:.1f} s, "
                   f"rollout {r['rollout_s']:.3f} s, {r['tokens_rollout']:.0f} tokens "
                   f"({r['tokens_rollout'] / r['rollout_s']:.0f}/s); MFU {r['mfu_rollout']:.1%} of "
-                  f"{r['peak_tflops']:.3g} TFLOP/s ({r['peak_source']}); peak RSS {r['peak_rss_gib']:.1f} GiB",
+                  f"{r['peak_tflops']:.3g} TFLOP/s ({r['peak_source']}); {r['memory']}",
                   flush=True)
             continue
         print(f"{shape:>12}: {r['params'] / 1e6:.1f}M params {r['dtype']}, compile {r['compile_s']:.1f} s, "
               f"update {r['update_s']:.3f} s = rollout {r['rollout_s']:.3f} + scoring {r['scoring_s']:.3f} + "
               f"backward {r['backward_s']:.3f}; tokens {r['tokens_rollout']:.0f} rollout, {r['tokens_loss']:.0f} "
               f"loss; MFU rollout {r['mfu_rollout']:.1%}, loss {r['mfu_loss']:.1%}, update {r['mfu']:.1%} of "
-              f"{r['peak_tflops']:.3g} TFLOP/s ({r['peak_source']}); peak RSS {r['peak_rss_gib']:.1f} GiB",
+              f"{r['peak_tflops']:.3g} TFLOP/s ({r['peak_source']}); {r['memory']}",
               flush=True)
 
 
