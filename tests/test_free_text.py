@@ -192,3 +192,52 @@ def test_exact_parsing_refuses_anything_besides_the_move(bpe):
         assert parse(exact, text) == want_exact, text
     chars = jnp.asarray(parsing.text_codes("guess: -12  "), jnp.int32)
     assert parsing.parse_int(chars, jnp.int32(12), "guess", signed=True, exact=True) == (-12, True)
+
+
+def test_guess_number_exact_parsing_makes_padding_a_format_error(bpe):
+    """GuessNumber(exact=True): `Guess: N` alone is a guess; with text after it, a format error (reward -1) that
+    the lenient default reads as the guess."""
+    from jaxmarl_llm.envs.text.buffers import TextAction
+
+    def reward(env, text):
+        ids = bpe.encode(text)
+        action = TextAction(jnp.asarray([ids + [bpe.pad_id] * (8 - len(ids))], jnp.int32), jnp.asarray([len(ids)]))
+        _, state = env.reset_to(jnp.int32(700))
+        return float(env.step(jax.random.PRNGKey(0), state, action).reward[0])
+
+    lenient = GuessNumber(tokenizer=bpe, capacity=256, max_action_tokens=8)
+    exact = GuessNumber(tokenizer=bpe, capacity=256, max_action_tokens=8, exact=True)
+    for text, want_lenient, want_exact in [("Guess: 700", 1.0, 1.0), ("Guess: 512", 0.0, 0.0),
+                                           ("Guess: 700 ok", 1.0, -1.0), ("Guess: 512!!", 0.0, -1.0),
+                                           ("Guess: 2000", -1.0, -1.0), ("Gues 700", -1.0, -1.0)]:
+        assert reward(lenient, text) == want_lenient, text
+        assert reward(exact, text) == want_exact, text
+
+
+@pytest.mark.parametrize("name", ["free_guess_number", "free_twenty_questions"])
+def test_free_text_configs_run_both_stages(name, tmp_path):
+    """configs/free_guess_number.py and configs/free_twenty_questions.py, cut to a few updates: the format stage
+    (SFT on a random player) writes a model and its greedy evaluation, RL in free text starts from that model and
+    writes its own; every number is finite and the replies are free text (no candidate list)."""
+    import importlib
+    import json
+
+    from jaxmarl_llm.run import entry
+
+    module = importlib.import_module(f"configs.{name}")
+    for variant, out, updates in (("format", "format", 4), ("", "rl", 2)):
+        config = module.get_config(variant)
+        config.num_envs, config.eval_episodes = 8, 8
+        config.total_episodes = config.num_envs * updates
+        if not variant:
+            config.model.checkpoint = str(tmp_path / "format" / "model")
+            assert config.policy.actions == "free"
+        config.run.out_dir, config.run.progress = str(tmp_path / out), False
+        config.run.tensorboard, config.run.plot = False, False
+        config.run.updates_per_chunk = updates
+        config.mesh.num_devices = 1
+        result = entry.train_from_config(config)
+        assert all(np.isfinite(float(v)) for v in jax.tree.leaves(result["metrics"])), result["metrics"]
+        report = json.load(open(tmp_path / out / "eval.json"))
+        assert report["episodes"] == 8 and 0.0 <= report["success_rate"] <= 1.0, report
+    assert (tmp_path / "format" / "model" / "config.json").exists()

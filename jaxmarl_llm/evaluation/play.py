@@ -167,7 +167,8 @@ def summarize(outcomes: Outcomes, seat: int) -> dict[str, float]:
 
 def versus_builtins(env, policy: LMPolicy, num_turns: int, opponents: tuple[str, ...], episodes: int, seed: int = 0,
                     chunk: int = 64):
-    """fn(base, seat_loras) -> {"<opp>_<win|draw|loss>", "<opp>_seat<s>_<win|draw|loss>": []}, jittable.
+    """fn(base, seat_loras) -> {"<opp>_<win|draw|loss|illegal|format_error>", "<opp>_seat<s>_<win|draw|loss>": []},
+    jittable.
 
     Greedy games of the LM (seat s acting with adapter `seat_loras[s]`, no slot axis; None = the bare base)
     against each of the game's built-in players, half of `episodes` in each seat: the games that
@@ -189,6 +190,7 @@ def versus_builtins(env, policy: LMPolicy, num_turns: int, opponents: tuple[str,
                 rates = outcome_rates(outcomes, seat)
                 for name in ("win", "draw", "loss"):
                     out[f"{opp}_seat{seat}_{name}"] = rates[name]
+                for name in ("win", "draw", "loss", "illegal", "format_error"):  # the last two: games lost that way
                     out[f"{opp}_{name}"] = out.get(f"{opp}_{name}", 0.0) + rates[name] / len(seats)
         return out
 

@@ -12,6 +12,9 @@ answers, k guesses can certify at most 2**k - 1 secrets, so 10 turns solve
 1023 of the 1024 numbers at best (binary search does exactly that); pass
 `max_turns=11` to make every secret solvable.
 
+`exact=True` refuses a reply with anything besides `Guess: N` (a format error): free-text RL would otherwise
+learn to pad its replies with text the parser skips.
+
 `info_bonus=b` (default 0) adds a dense reward from the answers: each guess earns b x the bits it removes from the
 secrets still possible (the interval the answers so far allow), (log2 |before| - log2 |after|) / log2 1024; the
 correct guess removes what is left. A round's bonus is b x the share of the 10 bits it found, at most b. Bisection
@@ -71,6 +74,7 @@ class GuessNumber(TextEnv):
         test_fraction: float = 0.2,
         seed: int = 0,
         info_bonus: float = 0.0,
+        exact: bool = False,
     ):
         super().__init__(tokenizer, ("guesser",), capacity, max_action_tokens)
         splits = secret_split(test_fraction, seed)
@@ -80,6 +84,7 @@ class GuessNumber(TextEnv):
         self.secrets = jnp.asarray(splits[split], jnp.int32)
         self.max_turns = int(max_turns)
         self.info_bonus = float(info_bonus)
+        self.exact = bool(exact)  # a reply must be `Guess: N` and nothing more (parsing.parse_int's `exact`)
         self.feedback = self.codec.table(FEEDBACK)
         self.guesses = self._action_table([f"Guess: {n}" for n in range(NUM_VALUES)])
         self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
@@ -100,7 +105,7 @@ class GuessNumber(TextEnv):
 
     def _step(self, key, state, tokens, length, params):
         chars, n = self._chars(tokens, length)
-        value, ok = parsing.parse_int(chars[0], n[0], keyword="guess", max_digits=4)
+        value, ok = parsing.parse_int(chars[0], n[0], keyword="guess", max_digits=4, exact=self.exact)
         ok = ok & (value < NUM_VALUES)
         outcome = jnp.where(~ok, INVALID, jnp.where(value > state.secret, TOO_HIGH, jnp.where(value < state.secret, TOO_LOW, CORRECT)))
         correct = outcome == CORRECT

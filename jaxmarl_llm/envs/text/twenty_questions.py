@@ -25,7 +25,7 @@ guessed (legal, but a wasted turn): a questioner learning from scratch then spen
 a round ends with a guess: a question there cannot win.
 
 Reward: +1 to every agent when the word is guessed (episode ends);
-`format_penalty` (default 0) for an unparsable questioner turn. Truncated after
+`format_penalty` (default 0; a constructor argument, the params' default) for an unparsable questioner turn. Truncated after
 `max_turns` questioner turns (20).
 
 `info_bonus=b` (default 0) adds a dense reward for the questioner, from the env's own table: the bits a move
@@ -133,7 +133,7 @@ class TwentyQuestions(TextEnv):
     max_movers = 1  # turn-based: one seat writes per step
     def __init__(self, tokenizer=None, answerer: str = "oracle", max_turns: int = 20, capacity: int = 2048,
                  max_action_tokens: int = 48, fresh_only: bool = False, info_bonus: float = 0.0,
-                 guess_last: bool = False):
+                 guess_last: bool = False, format_penalty: float = 0.0):
         if answerer not in ("oracle", "lm"):
             raise ValueError(f"answerer must be 'oracle' or 'lm', got {answerer!r}")
         agents = ("questioner",) if answerer == "oracle" else ("questioner", "answerer")
@@ -143,6 +143,7 @@ class TwentyQuestions(TextEnv):
         self.fresh_only = bool(fresh_only)
         self.info_bonus = float(info_bonus)
         self.guess_last = bool(guess_last)
+        self.format_penalty = float(format_penalty)
         self.words, self.categories, answers = datasets.nouns()
         self.question_names, self.question_texts = datasets.questions()
         self.answers = jnp.asarray(answers)  # [W, Q]
@@ -167,7 +168,7 @@ class TwentyQuestions(TextEnv):
 
     @property
     def default_params(self) -> TwentyQuestionsParams:
-        return TwentyQuestionsParams(max_steps=self.max_turns)
+        return TwentyQuestionsParams(max_steps=self.max_turns, format_penalty=self.format_penalty)
 
     def reset(self, key, params=None):
         return self.reset_to(jax.random.randint(key, (), 0, len(self.words)))

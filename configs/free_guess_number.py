@@ -1,0 +1,56 @@
+"""Guess the number in free text from a format-only warm start: the games' BPE tokenizer (each digit one token),
+the game's own prompt and answers, replies written token by token (`Guess: 517`, no constrained decoding), two
+stages, as configs/free_tic_tac_toe.py.
+
+    .venv/bin/python experiments/train.py --config=configs/free_guess_number.py:format    # stage 1: the format
+    .venv/bin/python experiments/train.py --config=configs/free_guess_number.py           # stage 2: RL from it
+
+Stage 1 (`:format`, sft): SFT of a random tiny model on transcripts of a player who guesses a uniformly random
+number in range every turn, deaf to the answers (data/teachers.py `random_guess`, every guess a target): it
+learns to write `Guess: N` and nothing about which N, so it finds about 1% of the secrets (its held-out
+evaluation, written to <out_dir>/eval.json, is its zero-skill check). Stage 2 (lm_rl): PPO on that model's
+adapters with the dense reward of the bits each guess removes (`info_bonus`: bisection earns the most), free
+text, exact parsing (anything besides `Guess: N` is a format error, -1). In-graph evaluation: greedy play on the
+205 held-out secrets after training (`eval_episodes`), sampled success per update in metrics.csv.
+`--config.model.preset=qwen3-0.6b` or `--config.model.checkpoint=<HF folder> --config.tokenizer=<HF folder>` run
+the same recipe on a real model.
+"""
+
+from jaxmarl_llm.tokenizers import GAMES_BPE
+from jaxmarl_llm.train.config import lm_rl_defaults, sft_defaults
+
+# prompt 57 BPE tokens + 10 x (a guess <= 7 + end + an answer <= 5) fits 200; an invalid reply's answer is 24
+ENV = {"capacity": 256, "max_action_tokens": 8, "exact": True}
+MODEL = {"max_position_embeddings": 272}
+
+
+def get_config(variant: str = ""):
+    if variant not in ("", "format"):
+        raise ValueError(f"configs/free_guess_number.py:{variant}: the variant is 'format' (stage 1, SFT) or none (RL)")
+    c = sft_defaults() if variant == "format" else lm_rl_defaults()
+    c.env_name = "text/guess_number"
+    c.tokenizer = GAMES_BPE
+    c.env_kwargs = dict(ENV)
+    c.model.update(MODEL)
+    c.num_turns = 10
+    c.eval_episodes = 205  # every held-out secret once, greedy
+    if variant == "format":
+        c.teacher = "random"  # every guess a uniformly random number in range, and a target
+        c.train_base = True
+        c.num_envs = 16
+        c.total_episodes = 16 * 200
+        c.lr = 3e-3
+        c.run.out_dir = "runs/free_guess_number_format"
+        c.run.updates_per_chunk = 25
+        return c
+    c.model.checkpoint = "runs/free_guess_number_format/model"
+    c.env_kwargs["info_bonus"] = 1.0  # each guess earns the share of the 10 bits it removes
+    c.policy.actions = "free"
+    c.algo, c.group_size = "ppo", 1
+    c.lr, c.anneal_lr, c.ent_coef = 1e-3, True, 0.05
+    c.critic.lr = 1e-2
+    c.num_envs = 32
+    c.total_episodes = 32 * 1500
+    c.run.out_dir = "runs/free_guess_number"
+    c.run.updates_per_chunk = 10
+    return c

@@ -1,0 +1,55 @@
+"""Twenty questions against the oracle in free text from a format-only warm start: the games' BPE tokenizer, the
+game's own prompt (its 60 questions listed by name), replies written token by token (`Ask: mammal`,
+`Guess: dog`), two stages, as configs/free_tic_tac_toe.py.
+
+    .venv/bin/python experiments/train.py --config=configs/free_twenty_questions.py:format    # stage 1: the format
+    .venv/bin/python experiments/train.py --config=configs/free_twenty_questions.py           # stage 2: RL from it
+
+Stage 1 (`:format`, sft): SFT of a random tiny model on transcripts of a questioner who asks a uniformly random
+listed question every turn and guesses a uniformly random word on the last (data/teachers.py `random_questions`,
+every move a target): it learns to ask and guess in the game's words and nothing about which question or word,
+so it finds about 1 word in 187 (its greedy evaluation over every word, <out_dir>/eval.json, is its zero-skill
+check). Stage 2 (lm_rl): PPO on its adapters with the information bonus (the share of the log2(187) bits each
+question or guess removes, from the oracle's table) and -0.25 for a reply that is neither a listed question nor
+a guess. Greedy evaluation over every word after training (`eval_episodes`); sampled success in metrics.csv.
+"""
+
+from jaxmarl_llm.tokenizers import GAMES_BPE
+from jaxmarl_llm.train.config import lm_rl_defaults, sft_defaults
+
+# prompt 203 BPE tokens + 8 x (a reply <= 5 + end + an answer <= 20) fits 384
+ENV = {"answerer": "oracle", "max_turns": 8, "capacity": 384, "max_action_tokens": 8, "format_penalty": -0.25}
+MODEL = {"max_position_embeddings": 400}
+
+
+def get_config(variant: str = ""):
+    if variant not in ("", "format"):
+        raise ValueError(f"configs/free_twenty_questions.py:{variant}: the variant is 'format' (stage 1, SFT) or none "
+                         "(RL)")
+    c = sft_defaults() if variant == "format" else lm_rl_defaults()
+    c.env_name = "text/twenty_questions"
+    c.tokenizer = GAMES_BPE
+    c.env_kwargs = dict(ENV)
+    c.model.update(MODEL)
+    c.num_turns = ENV["max_turns"]
+    c.eval_episodes = 187  # every word once, greedy
+    if variant == "format":
+        c.teacher = "random"  # a random listed question each turn, a random word on the last
+        c.train_base = True
+        c.num_envs = 16
+        c.total_episodes = 16 * 400
+        c.lr = 3e-3
+        c.run.out_dir = "runs/free_twenty_questions_format"
+        c.run.updates_per_chunk = 25
+        return c
+    c.model.checkpoint = "runs/free_twenty_questions_format/model"
+    c.env_kwargs["info_bonus"] = 1.0
+    c.policy.actions = "free"
+    c.algo, c.group_size = "ppo", 1
+    c.lr, c.anneal_lr, c.ent_coef = 1e-3, True, 0.05
+    c.critic.lr = 1e-2
+    c.num_envs = 32
+    c.total_episodes = 32 * 400
+    c.run.out_dir = "runs/free_twenty_questions"
+    c.run.updates_per_chunk = 10
+    return c
