@@ -9,6 +9,11 @@ class ConfigError(ValueError):
     """A config value that cannot work; the message names the key."""
 
 
+class MissingFileError(FileNotFoundError):
+    """A model or tokenizer folder without a file it must hold; the message names the folder and the file. The
+    entry points print it as one line (exit status 2); a FileNotFoundError, so callers that catch that still do."""
+
+
 class DivergenceError(FloatingPointError):
     """A run stopped because it diverged (run/runner.py): a non-finite metric, or a `config.stop` bound crossed.
 

@@ -25,6 +25,8 @@ from typing import Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from jaxmarl_llm.errors import MissingFileError
+
 
 class Tokenizer(Protocol):
     vocab_size: int
@@ -121,10 +123,10 @@ class HFTokenizer:
 
     def __init__(self, path: str):
         if not os.path.isdir(path):
-            raise FileNotFoundError(f"tokenizer folder {path!r} does not exist; pass a local Hugging Face folder")
+            raise MissingFileError(f"tokenizer folder {path!r} does not exist; pass a local Hugging Face folder")
         present = set(os.listdir(path))
         if not present.intersection(self.REQUIRED_ANY):
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"tokenizer folder {path!r} has none of {', '.join(self.REQUIRED_ANY)}; "
                 "save one with `tokenizer.save_pretrained(path)`"
             )

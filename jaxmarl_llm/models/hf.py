@@ -23,6 +23,7 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
+from jaxmarl_llm.errors import MissingFileError
 from jaxmarl_llm.models.config import FAMILIES, ModelConfig
 from jaxmarl_llm.models.transformer import PROJECTIONS, Params, param_shapes
 
@@ -167,11 +168,11 @@ class _Reader:
             self.where = {name: shard_path(path, index, name, fname) for name, fname in weight_map.items()}
             for fname in sorted(set(self.where.values())):
                 if not os.path.exists(fname):
-                    raise FileNotFoundError(f"shard {fname!r} listed in {index!r} does not exist")
+                    raise MissingFileError(f"shard {fname!r} listed in {index!r} does not exist")
         elif os.path.exists(single):
             self.where = {name: single for name in _safe_open(single).keys()}
         else:
-            raise FileNotFoundError(f"no model.safetensors or model.safetensors.index.json in {path!r}")
+            raise MissingFileError(f"no model.safetensors or model.safetensors.index.json in {path!r}")
         self._open: dict[str, Any] = {}
         self.used: set[str] = set()
 
@@ -270,7 +271,7 @@ def load_params(path: str, cfg: ModelConfig, host: bool = False) -> Params:
 def read_hf_config(path: str) -> dict[str, Any]:
     fname = os.path.join(path, "config.json")
     if not os.path.exists(fname):
-        raise FileNotFoundError(f"no config.json in {path!r}; expected a Hugging Face model folder")
+        raise MissingFileError(f"no config.json in {path!r}; expected a Hugging Face model folder")
     return _read_json(fname)
 
 

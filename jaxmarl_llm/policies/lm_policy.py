@@ -28,6 +28,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.models import config as model_config
 from jaxmarl_llm.models import lora as lora_lib
 from jaxmarl_llm.models.config import ModelConfig
@@ -259,11 +260,12 @@ def build_model(mcfg, tokenizer, seed: int, host: bool = False) -> tuple[ModelCo
     """(ModelConfig, params): a checkpoint folder when `mcfg.checkpoint` is set, else a random model sized by `mcfg`.
     host=True: the params as numpy arrays in host memory (a base sharded over devices later, mesh.fsdp > 1)."""
     if mcfg.checkpoint:
-        from jaxmarl_llm.models.hf import load_pretrained
+        from jaxmarl_llm.models.hf import CheckpointError, load_pretrained
 
         cfg, params = load_pretrained(mcfg.checkpoint, dtype=mcfg.dtype, host=host)
         if tokenizer.vocab_size > cfg.vocab_size:
-            raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids but the checkpoint's vocab is {cfg.vocab_size}")
+            raise CheckpointError(f"the tokenizer has {tokenizer.vocab_size} ids but the checkpoint {mcfg.checkpoint!r} "
+                                  f"has {cfg.vocab_size}: pass its own tokenizer, --config.tokenizer=<its folder>")
         return cfg.replace(**attention_settings(mcfg)), params
     if mcfg.get("preset", ""):  # that architecture exactly, its vocabulary included, with random weights
         cfg = preset_config(mcfg, tokenizer)
@@ -287,7 +289,7 @@ def preset_config(mcfg, tokenizer) -> ModelConfig:
     settings; the tokenizer's ids must fit its vocabulary."""
     cfg = model_config.PRESETS[mcfg.preset]
     if tokenizer.vocab_size > cfg.vocab_size:
-        raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids but {mcfg.preset}'s vocab is {cfg.vocab_size}")
+        raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} ids but {mcfg.preset}'s vocab is {cfg.vocab_size}")
     return cfg.replace(dtype=mcfg.dtype, param_dtype=mcfg.dtype, **attention_settings(mcfg))
 
 

@@ -115,12 +115,12 @@ def _stop(message: str, status: int, at_once: bool = False) -> NoReturn:
 def main_guard(fn):
     """Run fn(); turn the errors a user must act on into one line on stderr (the traceback under --verbose):
     config errors, env keywords an env refuses (envs/registry.py EnvArgumentError), model folders that do not match
-    the config (models/hf.py CheckpointError) and a full disk (errors.py DiskFullError, or any error caused by
+    the config (models/hf.py CheckpointError) or miss a file (errors.py MissingFileError) and a full disk (errors.py DiskFullError, or any error caused by
     ENOSPC / EDQUOT) exit with status 2; a diverged run (errors.py DivergenceError: the metric, the update,
     the last checkpoint kept) with status 3. Any other error is a bug and keeps its traceback."""
     from jaxmarl_llm.envs.registry import EnvArgumentError
     from jaxmarl_llm.models.hf import CheckpointError
-    from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
+    from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, MissingFileError, no_space_cause
 
     script = fn.__module__ == "__main__"  # experiments/*.py run as a program, not a test calling main_guard
 
@@ -131,7 +131,7 @@ def main_guard(fn):
                 sys.unraisablehook = _quiet_closed_loop
         try:
             return fn(argv)
-        except (ConfigError, CheckpointError) as err:
+        except (ConfigError, CheckpointError, MissingFileError) as err:
             _stop(str(err), 2)
         except DiskFullError as err:
             _stop(str(err), DiskFullError.EXIT_STATUS, at_once=script)

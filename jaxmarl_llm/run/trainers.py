@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -71,16 +72,30 @@ def _eval_if_asked(config, trainer, result: dict) -> dict:
     return result
 
 
+# a Hugging Face tokenizer folder's files: an exported model carries its run's tokenizer, as a downloaded one does
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja", "chat_template.json")
+
+
+def _with_tokenizer(config, model_dir: str) -> str:
+    """Copy the run's tokenizer files (config.tokenizer a folder) beside the exported weights."""
+    if os.path.isdir(config.tokenizer):
+        for name in TOKENIZER_FILES:
+            if os.path.exists(os.path.join(config.tokenizer, name)):
+                shutil.copy(os.path.join(config.tokenizer, name), os.path.join(model_dir, name))
+    return model_dir
+
+
 def _export_sft(config, trainer, result: dict) -> dict:
-    """The model (adapters merged) to <out_dir>/model, ready for an RL run's model.checkpoint."""
-    result["model_dir"] = trainer.export(result["state"], sft.model_dir(result["out_dir"]))
+    """The model (adapters merged) and its tokenizer to <out_dir>/model, ready for an RL run's model.checkpoint."""
+    result["model_dir"] = _with_tokenizer(config, trainer.export(result["state"], sft.model_dir(result["out_dir"])))
     print(f"model written to {result['model_dir']} (RL from it: --config.model.checkpoint={result['model_dir']})")
     return _eval_if_asked(config, trainer, result)
 
 
 def _export_dpo(config, trainer, result: dict) -> dict:
     """The model to <out_dir>/model and, when only LoRA adapters trained, the PEFT adapter to <out_dir>/adapter."""
-    result["model_dir"] = trainer.export(result["state"], dpo.model_dir(result["out_dir"]))
+    result["model_dir"] = _with_tokenizer(config, trainer.export(result["state"], dpo.model_dir(result["out_dir"])))
     result["adapter_dir"] = trainer.export_adapter(result["state"], dpo.adapter_dir(result["out_dir"]))
     print(f"model written to {result['model_dir']}" +
           (f", PEFT adapter to {result['adapter_dir']}" if result["adapter_dir"] else ""))

@@ -48,7 +48,8 @@ def lm_rl_memory(cfg: ModelConfig, *, num_devices: int, fsdp: int, num_envs: int
                  loss_seats: int, scored_tokens: int, movers: int | None = None, adapter_slots: int = 1,
                  lora_rank: int = 16,
                  lora_targets: Sequence[str] = ("q", "k", "v", "o", "gate", "up", "down"),
-                 num_minibatches: int = 1, num_microbatches: int = 1, loss_kept: int | None = None) -> dict[str, int]:
+                 num_minibatches: int = 1, num_microbatches: int = 1, loss_kept: int | None = None,
+                 rows_per_episode: int = 1) -> dict[str, int]:
     """{entry: bytes per device}, in the order format_table prints them; the last entry is the peak estimate.
 
     num_envs episodes per update over num_devices (num_envs / num_devices each: data and fsdp split the batch);
@@ -56,6 +57,8 @@ def lm_rl_memory(cfg: ModelConfig, *, num_devices: int, fsdp: int, num_envs: int
     default all); context: a row's KV capacity (env capacity + max action tokens) and the loss forward's width;
     loss_seats: learning seats per episode (rows of the loss);
     scored_tokens: action tokens a learning seat scores per episode (where the loss computes logits);
+    rows_per_episode: loss rows a learning seat gives per episode (1 on the incremental path, one transcript; the
+    game's turns on the re-read path, one prompt + reply per turn, each `context` wide);
     loss_kept: the loss's kept activations when counted (`loss_residual_bytes`), else the formula below."""
     wb, cb = cfg.weight_dtype.itemsize, cfg.compute_dtype.itemsize
     d, q, kv, f, n, v = (cfg.hidden_size, cfg.q_size, cfg.kv_size, cfg.intermediate_size, cfg.num_layers,
@@ -87,13 +90,13 @@ def lm_rl_memory(cfg: ModelConfig, *, num_devices: int, fsdp: int, num_envs: int
     # its input [tokens, D] stays for the backward; whole (fsdp = 1) autodiff keeps every layer's intermediates.
     # One layer's intermediates and their gradients are live at a time; logits are float32 at the scored
     # positions only (x3: logits, log-softmax, its gradient)
-    rows = envs * loss_seats // (num_minibatches * num_microbatches)
+    rows = envs * loss_seats * rows_per_episode // (num_minibatches * num_microbatches)
     tokens = rows * context
     per_token_layer = (4 * d + 2 * q + 2 * kv + 3 * f) * cb
     out["loss: kept for the backward (all layers)"] = (n * tokens * (d * cb if sharded else per_token_layer)
                                                        if loss_kept is None else loss_kept)
     out["loss: one layer's intermediates + grads"] = 2 * tokens * per_token_layer
-    out["loss: logits at scored tokens (float32, x3)"] = 3 * rows * scored_tokens * v * 4
+    out["loss: logits at scored tokens (float32, x3)"] = 3 * rows * (scored_tokens // rows_per_episode) * v * 4
     persistent = (out["base weights (sharded over fsdp)"] + out["adapters + value heads (float32, replicated)"]
                   + out["Adam moments (2 x adapters + heads)"])
     gathered = max(out["one gathered layer (transient)"], out["gathered embedding or LM head (transient)"])
@@ -150,14 +153,18 @@ def loss_residual_bytes(trainer, num_devices: int = 1) -> int:
 
 def trainer_memory(trainer, num_devices: int = 1, fsdp: int = 1, counted: bool = True) -> dict[str, int]:
     """`lm_rl_memory` of a built LM RL trainer (train/lm_rl.py make_train): its model, plan and env, with the
-    loss's kept activations counted by JAX (`loss_residual_bytes`; `counted=False`: the formula, no tracing)."""
+    loss's kept activations counted by JAX (`loss_residual_bytes`; `counted=False`: the formula, no tracing).
+    With fsdp > 1 the formula's: the sharded program rematerialises every layer (models/fsdp.py) and keeps only
+    the layers' inputs, which a trace of the unsharded scorer would count as whole."""
     plan, cfg, lora = trainer.plan, trainer.policy.cfg, trainer.config.lora
+    counted = counted and fsdp == 1
     m = plan.max_action_tokens
     return lm_rl_memory(
         cfg, num_devices=num_devices, fsdp=fsdp, num_envs=plan.num_envs, lm_seats=plan.num_lm, movers=plan.movers,
         context=trainer.env.capacity + m, loss_seats=len(plan.loss_agents), scored_tokens=plan.num_turns * m,
         adapter_slots=plan.num_slots + plan.pool_size, lora_rank=int(lora.rank), lora_targets=tuple(lora.targets),
         num_minibatches=plan.num_minibatches, num_microbatches=plan.num_microbatches,
+        rows_per_episode=1 if plan.incremental else plan.num_turns,
         loss_kept=loss_residual_bytes(trainer, num_devices) if counted else None)
 
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, NamedTuple
 
 from jaxmarl_llm.envs import registry
@@ -26,6 +27,7 @@ class LMSetup(NamedTuple):
 
 def setup_lm(config, env=None) -> LMSetup:
     """Tokenizer, env (unless given), base model (a checkpoint folder or a random tiny model) and the policy."""
+    check_checkpoint_tokenizer(config.model.get("checkpoint", ""), config.tokenizer)
     tokenizer = build_tokenizer(config.tokenizer, config.env_name, config.env_kwargs)
     if env is None:
         env = registry.make(config.env_name, tokenizer=tokenizer, **config.env_kwargs)
@@ -41,6 +43,28 @@ def setup_lm(config, env=None) -> LMSetup:
                          actions=actions, replies=getattr(env, "action_candidates", None),
                          length_normalize=bool(acting.get("length_normalize", False)))
     return LMSetup(tokenizer, env, cfg, base, policy)
+
+
+def check_checkpoint_tokenizer(checkpoint: str, spec: str) -> None:
+    """A checkpoint folder that holds its own tokenizer must be read with it: the ids a model learnt mean nothing
+    under another tokenizer, and a run would train without a word. ConfigError when `spec` names another one."""
+    if not checkpoint or not any(os.path.exists(os.path.join(checkpoint, f)) for f in HFTokenizer.REQUIRED_ANY):
+        return
+    same = os.path.isdir(spec) and all(_same_file(os.path.join(checkpoint, f), os.path.join(spec, f))
+                                       for f in HFTokenizer.REQUIRED_ANY)
+    if not same:
+        raise ConfigError(f"model.checkpoint {checkpoint!r} holds its own tokenizer but config.tokenizer is {spec!r}: "
+                          f"pass --config.tokenizer={checkpoint}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Both absent, or both present with the same bytes."""
+    if os.path.exists(a) != os.path.exists(b):
+        return False
+    if not os.path.exists(a):
+        return True
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return fa.read() == fb.read()
 
 
 def build_tokenizer(spec: str, env_name: str = "", env_kwargs=None):
