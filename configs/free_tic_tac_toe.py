@@ -14,8 +14,12 @@ minimax, the learner in a random seat), free text: an unparsable reply or an occ
 In-graph evaluation every 250 updates (`eval/random_loss`, `eval/minimax_draw`, `format_error_rate`).
 Observations are the current position only (`history=False`): the seat, the board, the status line (~30 BPE
 tokens); `tokenizer` is the games' BPE folder (jaxmarl_llm/assets/games_bpe, tools/train_tokenizer.py), loaded
-as a checkpoint's tokenizer is. `--config.model.preset=qwen3-0.6b` or `--config.model.checkpoint=<HF folder>
---config.tokenizer=<HF folder>` run the same recipe on a real model.
+as a checkpoint's tokenizer is. `--config.model.checkpoint=<HF folder>
+--config.tokenizer=<HF folder>` runs the same recipe on a real model (docs/byo_checkpoint.md);
+`--config.model.preset=qwen3-0.6b --config.model.checkpoint=` on that architecture with random weights.
+Measured (seed 0, Intel Xeon, 2 shared cores): the warm start loses 36.8% against random and draws 30.3% against
+minimax (random play: 43.7%, 12.7%); RL to update 3000 (44 min): 9.3% losses (as X 1.5%, as O 17%) and 86.2%
+draws, 0.57% of sampled replies unparsable (docs/results.md, "Free text from a format-only warm start").
 """
 
 from jaxmarl_llm.tokenizers import GAMES_BPE

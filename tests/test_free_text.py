@@ -241,3 +241,21 @@ def test_free_text_configs_run_both_stages(name, tmp_path):
         report = json.load(open(tmp_path / out / "eval.json"))
         assert report["episodes"] == 8 and 0.0 <= report["success_rate"] <= 1.0, report
     assert (tmp_path / "format" / "model" / "config.json").exists()
+
+
+def test_guess_number_says_the_range_the_answers_leave(bpe):
+    """say_range=True: each too high / too low is followed by the interval still possible, in words; an unparsable
+    reply and a correct guess add nothing more."""
+    from jaxmarl_llm.envs.text.buffers import TextAction
+
+    env = GuessNumber(tokenizer=bpe, capacity=320, max_action_tokens=8, exact=True, say_range=True)
+    ids = bpe.encode("Guess: 5 ok")
+    invalid = TextAction(jnp.asarray([ids + [bpe.pad_id] * (8 - len(ids))], jnp.int32), jnp.asarray([len(ids)]))
+    _, state = env.reset_to(jnp.int32(700))
+    for action in (env.guess_action(jnp.int32(512)), env.guess_action(jnp.int32(900)), invalid,
+                   env.guess_action(jnp.int32(700))):
+        state = env.step(jax.random.PRNGKey(0), state, action).state
+    text = bpe.decode([int(t) for t in state.buf[0][: int(state.length[0])]])
+    assert text.endswith("Guess: 512\nToo low.\nIt is from 513 to 1023.\nGuess: 900\nToo high.\nIt is from 513 to "
+                         "899.\nGuess: 5 ok\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\nGuess: 700\n"
+                         "Correct!\n"), text

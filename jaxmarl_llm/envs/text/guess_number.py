@@ -15,6 +15,10 @@ answers, k guesses can certify at most 2**k - 1 secrets, so 10 turns solve
 `exact=True` refuses a reply with anything besides `Guess: N` (a format error): free-text RL would otherwise
 learn to pad its replies with text the parser skips.
 
+`say_range=True` follows each too high / too low with the interval the answers so far leave ("It is from 513 to
+1023."): the state in words, so a policy reads it from the last line instead of working it out of the whole
+transcript.
+
 `info_bonus=b` (default 0) adds a dense reward from the answers: each guess earns b x the bits it removes from the
 secrets still possible (the interval the answers so far allow), (log2 |before| - log2 |after|) / log2 1024; the
 correct guess removes what is left. A round's bonus is b x the share of the 10 bits it found, at most b. Bisection
@@ -38,6 +42,7 @@ PROMPT = (
     "I am thinking of a whole number from 0 to 1023. Find it in at most {turns} guesses.\n"
     "Reply with 'Guess: N'. I will answer too high, too low or correct.\n"
 )
+RANGE_WORDS = ("It is from ", " to ", ".\n")  # say_range: the interval the answers so far leave
 FEEDBACK = ("\nToo high.\n", "\nToo low.\n", "\nCorrect!\n", "\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\n")
 TOO_HIGH, TOO_LOW, CORRECT, INVALID = range(4)
 
@@ -75,6 +80,7 @@ class GuessNumber(TextEnv):
         seed: int = 0,
         info_bonus: float = 0.0,
         exact: bool = False,
+        say_range: bool = False,
     ):
         super().__init__(tokenizer, ("guesser",), capacity, max_action_tokens)
         splits = secret_split(test_fraction, seed)
@@ -85,10 +91,14 @@ class GuessNumber(TextEnv):
         self.max_turns = int(max_turns)
         self.info_bonus = float(info_bonus)
         self.exact = bool(exact)  # a reply must be `Guess: N` and nothing more (parsing.parse_int's `exact`)
+        self.say_range = bool(say_range)
+        self.range_words = self.codec.table(RANGE_WORDS)
+        self.numbers = self.codec.table([str(v) for v in range(NUM_VALUES)])
         self.feedback = self.codec.table(FEEDBACK)
         self.guesses = self._action_table([f"Guess: {n}" for n in range(NUM_VALUES)])
         self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
-        self._setup([self.codec.encode(PROMPT.format(turns=max_turns))], [self.feedback.width])
+        self._setup([self.codec.encode(PROMPT.format(turns=max_turns))],
+                    [self.feedback.width, self.range_words.width, self.numbers.width])
 
     @property
     def default_params(self) -> TextParams:
@@ -116,6 +126,11 @@ class GuessNumber(TextEnv):
             reward = reward + self.info_bonus * interval_bits_removed(state.low, state.high, low, high, correct)
         new = self._append(state, tokens, length)
         new = self._append_table(new, self.feedback, outcome[None])
+        if self.say_range:  # "It is from 513 to 1023." after a wrong guess
+            say = ((outcome == TOO_HIGH) | (outcome == TOO_LOW))[None]
+            for table, row in ((self.range_words, 0), (self.numbers, low), (self.range_words, 1), (self.numbers, high),
+                               (self.range_words, 2)):
+                new = self._append_table(new, table, jnp.reshape(row, (1,)), say)
         turn = state.turn + 1
         new = new.replace(turn=turn, low=low, high=high)
         info = {"format_error": ~ok[None], "solved": correct[None]}
