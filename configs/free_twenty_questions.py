@@ -12,6 +12,8 @@ so it finds about 1 word in 187 (its greedy evaluation over every word, <out_dir
 check). Stage 2 (lm_rl): PPO on its adapters with the information bonus (the share of the log2(187) bits each
 question or guess removes, from the oracle's table) and -0.25 for a reply that is neither a listed question nor
 a guess. Greedy evaluation over every word after training (`eval_episodes`); sampled success in metrics.csv.
+Measured (seed 0, 2 shared Xeon cores): the warm start solves 0.53% of the words; RL over 200 updates (6.5 min)
+raises the sampled return (bits found) 0.32 -> 0.46 while wins stay under 1%: it learns to ask, not to guess.
 """
 
 from jaxmarl_llm.tokenizers import GAMES_BPE
