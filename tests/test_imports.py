@@ -193,7 +193,8 @@ FLOORS = (
     ("evaluation",),               # held-out evaluation, matches against built-in players
     ("parallel", "policies"),      # mesh and multi-host; what an agent is
     ("envs", "algos", "models"),   # environments, pure losses, models: none knows the others
-    ("errors", "tokenizers"),      # leaves
+    ("tokenizers",),               # text <-> ids
+    ("errors",),                   # the errors every floor raises: the leaf
 )
 TRAINER_MODULES = ("lm_rl", "mlp_ppo", "sft", "dpo")
 
