@@ -92,13 +92,14 @@ class GuessNumber(TextEnv):
         self.info_bonus = float(info_bonus)
         self.exact = bool(exact)  # a reply must be `Guess: N` and nothing more (parsing.parse_int's `exact`)
         self.say_range = bool(say_range)
-        self.range_words = self.codec.table(RANGE_WORDS)
-        self.numbers = self.codec.table([str(v) for v in range(NUM_VALUES)])
+        if self.say_range:  # only then: a word tokenizer's vocabulary is every text the env encodes when built
+            self.range_words = self.codec.table(RANGE_WORDS)
+            self.numbers = self.codec.table([str(v) for v in range(NUM_VALUES)])
         self.feedback = self.codec.table(FEEDBACK)
         self.guesses = self._action_table([f"Guess: {n}" for n in range(NUM_VALUES)])
         self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
-        self._setup([self.codec.encode(PROMPT.format(turns=max_turns))],
-                    [self.feedback.width, self.range_words.width, self.numbers.width])
+        said = [self.range_words.width, self.numbers.width] if self.say_range else []
+        self._setup([self.codec.encode(PROMPT.format(turns=max_turns))], [self.feedback.width, *said])
 
     @property
     def default_params(self) -> TextParams:
