@@ -20,8 +20,7 @@ far from the 90% target; docs/results.md, "Free text from a format-only warm sta
 `env_kwargs.say_range=True` states the interval left after each answer.
 """
 
-from jaxmarl_llm.tokenizers import GAMES_BPE
-from jaxmarl_llm.train.config import lm_rl_defaults, sft_defaults
+from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 # prompt 57 BPE tokens + 10 x (a guess <= 7 + end + an answer <= 5) fits 200; an invalid reply's answer is 24
 ENV = {"capacity": 256, "max_action_tokens": 8, "exact": True}
@@ -29,35 +28,14 @@ MODEL = {"max_position_embeddings": 272}
 
 
 def get_config(variant: str = ""):
-    if variant not in ("", "format"):
-        raise ValueError(f"configs/free_guess_number.py:{variant}: the variant is 'format' (stage 1, SFT) or none (RL)")
-    c = sft_defaults() if variant == "format" else lm_rl_defaults()
-    c.env_name = "text/guess_number"
-    c.tokenizer = GAMES_BPE
-    c.env_kwargs = dict(ENV)
-    c.model.update(MODEL)
-    c.num_turns = 10
+    c = free_text_defaults(variant, "free_guess_number", "text/guess_number", ENV, MODEL, num_turns=10,
+                           format_updates=200, rl_updates=1500)
     c.eval_episodes = 205  # every held-out secret once, greedy
     if variant == "format":
-        c.teacher = "random"  # every guess a uniformly random number in range, and a target
-        c.train_base = True
-        c.num_envs = 16
-        c.total_episodes = 16 * 200
-        c.lr = 3e-3
-        c.run.out_dir = "runs/free_guess_number_format"
-        c.run.updates_per_chunk = 25
         return c
-    c.model.checkpoint = "runs/free_guess_number_format/model"
     c.env_kwargs["info_bonus"] = 1.0  # each guess earns the share of the 10 bits it removes
-    c.policy.actions = "free"
-    c.algo, c.group_size = "ppo", 1
     # the bonus grades each move by what it finds now (bisection / the best split is its greedy optimum): returns
     # discounted at 0.5 keep a move's credit mostly its own; no entropy bonus (the warm start's replies are as
     # random as a uniform player's, and a bonus of 0.05 held them there)
-    c.lr, c.anneal_lr, c.ent_coef, c.gamma = 1e-3, True, 0.0, 0.5
-    c.critic.lr = 1e-2
-    c.num_envs = 32
-    c.total_episodes = 32 * 1500
-    c.run.out_dir = "runs/free_guess_number"
-    c.run.updates_per_chunk = 10
+    c.ent_coef, c.gamma = 0.0, 0.5
     return c

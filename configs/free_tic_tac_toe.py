@@ -22,45 +22,23 @@ minimax (random play: 43.7%, 12.7%); RL to update 3000 (44 min): 9.3% losses (as
 draws, 0.57% of sampled replies unparsable (docs/results.md, "Free text from a format-only warm start").
 """
 
-from jaxmarl_llm.tokenizers import GAMES_BPE
-from jaxmarl_llm.train.config import lm_rl_defaults, sft_defaults
+from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 ENV = {"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False, "exact": True}
 MODEL = {"max_position_embeddings": 64}  # a row is at most 40 + 8 + 1 tokens
 
 
 def get_config(variant: str = ""):
-    if variant not in ("", "format"):
-        raise ValueError(f"configs/free_tic_tac_toe.py:{variant}: the variant is 'format' (stage 1, SFT) or none (RL)")
-    c = sft_defaults() if variant == "format" else lm_rl_defaults()
-    c.env_name = "text/tic_tac_toe"
-    c.tokenizer = GAMES_BPE
-    c.env_kwargs = dict(ENV)
-    c.model.update(MODEL)
-    c.num_turns = 9  # a game has at most 9 moves
+    # 600 format updates: sampled from the warm start, 6% of moves name a taken cell and 0.6% do not parse (after
+    # 200 updates 18% and 2.2%, each a lost game RL must first unlearn; greedy both are 0)
+    c = free_text_defaults(variant, "free_tic_tac_toe", "text/tic_tac_toe", ENV, MODEL, num_turns=9,
+                           format_updates=600, rl_updates=3000)
     if variant == "format":
-        c.teacher = "random"  # every move a uniformly random empty cell, and a target
-        c.train_base = True
-        c.num_envs = 16
-        # 600 updates: sampled from the warm start, 6% of moves name a taken cell and 0.6% do not parse (after 200
-        # updates 18% and 2.2%, each a lost game RL must first unlearn; greedy both are 0)
-        c.total_episodes = 16 * 600
-        c.lr = 3e-3
-        c.run.out_dir = "runs/free_tic_tac_toe_format"
-        c.run.updates_per_chunk = 25
         return c
-    c.model.checkpoint = "runs/free_tic_tac_toe_format/model"
-    c.policy.actions = "free"
-    c.algo, c.group_size = "ppo", 1
     c.share_policy = True
     # entropy bonus 0.05: the bonus is a mean over the reply's ~5 tokens, and only the cell's digit is free to vary
     # (0.01 per digit, as the constrained recipe's over its moves)
-    c.lr, c.anneal_lr, c.ent_coef = 1e-3, True, 0.05
-    c.critic.lr = 1e-2
+    c.ent_coef = 0.05
     c.opponent_pool.update(size=1, random=0.5, minimax=0.5)  # the league: built-in players only
     c.in_graph_eval.update(every=250, episodes=400)
-    c.num_envs = 32
-    c.total_episodes = 32 * 3000
-    c.run.out_dir = "runs/free_tic_tac_toe"
-    c.run.updates_per_chunk = 10
     return c

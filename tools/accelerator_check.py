@@ -66,9 +66,8 @@ def keep(output: str, pattern: str) -> str:
     return "\n".join(line for line in output.splitlines() if re.search(pattern, line) and "Warning" not in line)
 
 
-def steps(platform: str, small: bool, tests: str, big_grid: bool, timeout: int
-          ) -> list[tuple[str, list[str], str, int]]:
-    """(title, command, lines to keep, timeout) of each step."""
+def steps(platform: str, small: bool, tests: str, big_grid: bool) -> list[tuple[str, list[str], str]]:
+    """(title, command, lines to keep) of each step."""
     py = sys.executable
     pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_attention_kernels.py"]
     if tests:
@@ -84,9 +83,9 @@ def steps(platform: str, small: bool, tests: str, big_grid: bool, timeout: int
         update += ["--num_envs", "32"]
     return [
         ("Attention correctness grid (tests/test_attention_kernels.py)", pytest,
-         r"passed|failed|error|skipped|^FAILED|^ERROR|Max absolute difference|Error: \S", timeout),
-        ("Attention kernels (bench/attention.py)", attention, r"^\||jax |timing", timeout),
-        ("One LM RL update (bench/lm_update.py)", update, r"params|envs", timeout),
+         r"passed|failed|error|skipped|^FAILED|^ERROR|Max absolute difference|Error: \S"),
+        ("Attention kernels (bench/attention.py)", attention, r"^\||jax |timing"),
+        ("One LM RL update (bench/lm_update.py)", update, r"params|envs"),
     ]
 
 
@@ -125,8 +124,8 @@ def main(argv=None) -> int:
     print(f"checking {count} x {kind} ({platform})", flush=True)
     results = []
     env = step_env(platform)
-    for title, cmd, pattern, timeout in steps(platform, args.small, args.tests, args.big_grid, args.timeout):
-        rc, output, seconds = run(cmd, timeout, env)
+    for title, cmd, pattern in steps(platform, args.small, args.tests, args.big_grid):
+        rc, output, seconds = run(cmd, args.timeout, env)
         text = keep(output, pattern) or output[-2000:]
         if args.logs:
             os.makedirs(args.logs, exist_ok=True)

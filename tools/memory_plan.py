@@ -65,9 +65,7 @@ def plan(config_file: str, overrides: dict, model: str, devices: int, fsdp: int,
     c.mesh.num_devices, c.mesh.fsdp = devices, fsdp
     with mock.patch.object(lm_policy, "init_params", _abstract_init):
         trainer = lm_rl.make_train(c)
-    # loss_residual_bytes counts bfloat16 at 4 bytes when the backend is the CPU: say which platform to count for
-    with mock.patch.object(jax, "default_backend", return_value=platform):
-        return memory.trainer_memory(trainer, devices, fsdp)
+    return memory.trainer_memory(trainer, devices, fsdp, platform=platform)
 
 
 def peak_table(models=MODELS, games=GAMES, layouts=LAYOUTS, platform: str = "gpu") -> str:

@@ -264,8 +264,9 @@ def build_model(mcfg, tokenizer, seed: int, host: bool = False) -> tuple[ModelCo
 
         cfg, params = load_pretrained(mcfg.checkpoint, dtype=mcfg.dtype, host=host)
         if tokenizer.vocab_size > cfg.vocab_size:
-            raise CheckpointError(f"the tokenizer has {tokenizer.vocab_size} ids but the checkpoint {mcfg.checkpoint!r} "
-                                  f"has {cfg.vocab_size}: pass its own tokenizer, --config.tokenizer=<its folder>")
+            raise CheckpointError(f"the tokenizer has {tokenizer.vocab_size} ids but the checkpoint "
+                                  f"{mcfg.checkpoint!r} has {cfg.vocab_size}: pass its own tokenizer, "
+                                  "--config.tokenizer=<its folder>")
         return cfg.replace(**attention_settings(mcfg)), params
     if mcfg.get("preset", ""):  # that architecture exactly, its vocabulary included, with random weights
         cfg = preset_config(mcfg, tokenizer)

@@ -115,8 +115,8 @@ def _stop(message: str, status: int, at_once: bool = False) -> NoReturn:
 def main_guard(fn):
     """Run fn(); turn the errors a user must act on into one line on stderr (the traceback under --verbose):
     config errors, env keywords an env refuses (envs/registry.py EnvArgumentError), model folders that do not match
-    the config (models/hf.py CheckpointError) or miss a file (errors.py MissingFileError) and a full disk (errors.py DiskFullError, or any error caused by
-    ENOSPC / EDQUOT) exit with status 2; a diverged run (errors.py DivergenceError: the metric, the update,
+    the config (models/hf.py CheckpointError) or miss a file (errors.py MissingFileError) and a full disk
+    (errors.py DiskFullError, or any error caused by ENOSPC / EDQUOT) exit with status 2; a diverged run (errors.py DivergenceError: the metric, the update,
     the last checkpoint kept) with status 3. Any other error is a bug and keeps its traceback."""
     from jaxmarl_llm.envs.registry import EnvArgumentError
     from jaxmarl_llm.models.hf import CheckpointError

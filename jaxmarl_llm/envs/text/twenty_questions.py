@@ -25,8 +25,8 @@ guessed (legal, but a wasted turn): a questioner learning from scratch then spen
 a round ends with a guess: a question there cannot win.
 
 Reward: +1 to every agent when the word is guessed (episode ends);
-`format_penalty` (default 0; a constructor argument, the params' default) for an unparsable questioner turn. Truncated after
-`max_turns` questioner turns (20).
+`format_penalty` (default 0; a constructor argument, the params' default) for an
+unparsable questioner turn. Truncated after `max_turns` questioner turns (20).
 
 `info_bonus=b` (default 0) adds a dense reward for the questioner, from the env's own table: the bits a move
 removes from the words still possible (those whose table answers agree with the true answers to the listed

@@ -6,6 +6,7 @@ names the key and says what to do, so a typo on the command line costs seconds, 
 
 common.py   ConfigError and the checks the trainers share (keys, counts, mesh, checkpoint folder, run and stop groups)
 mlp_ppo.py  lm_rl.py  sft.py  dpo.py: each trainer's defaults + validator
+free_text.py  the two stages of a free-text recipe from a format-only warm start (configs/free_*.py)
 """
 
 from jaxmarl_llm.train.config.common import (ConfigError, check_env_name, check_eval_episodes, check_keys,

@@ -117,10 +117,10 @@ def format_table(columns: dict[str, dict[str, int]]) -> str:
     return "\n".join([head.rstrip(), *lines])
 
 
-def loss_residual_bytes(trainer, num_devices: int = 1) -> int:
+def loss_residual_bytes(trainer, num_devices: int = 1, platform: str | None = None) -> int:
     """Bytes one (micro)batch's loss forward keeps for its backward on a device, counted by JAX itself (the saved
     residuals of the trainer's own scorer, traced on shapes, nothing compiled or run): the exact figure behind
-    "loss: kept for the backward", at the widest loss forward."""
+    "loss: kept for the backward", at the widest loss forward. `platform`: whose bytes (default this backend's)."""
     from jax._src.ad_checkpoint import saved_residuals  # public as jax.ad_checkpoint.print_saved_residuals
 
     plan, policy, base = trainer.plan, trainer.policy, trainer.base
@@ -146,12 +146,13 @@ def loss_residual_bytes(trainer, num_devices: int = 1) -> int:
 
     kept = saved_residuals(scored, state.trainable, mb, seqs, base)
     # XLA:CPU computes bfloat16 math in float32 and keeps those float32 values (a GPU / TPU keeps bfloat16)
-    cpu = jax.default_backend() == "cpu"
+    cpu = (platform or jax.default_backend()) == "cpu"
     return sum(math.prod(a.shape) * (4 if cpu and a.dtype == jnp.bfloat16 else a.dtype.itemsize)
                for a, why in kept if "argument" not in why)
 
 
-def trainer_memory(trainer, num_devices: int = 1, fsdp: int = 1, counted: bool = True) -> dict[str, int]:
+def trainer_memory(trainer, num_devices: int = 1, fsdp: int = 1, counted: bool = True,
+                   platform: str | None = None) -> dict[str, int]:
     """`lm_rl_memory` of a built LM RL trainer (train/lm_rl.py make_train): its model, plan and env, with the
     loss's kept activations counted by JAX (`loss_residual_bytes`; `counted=False`: the formula, no tracing).
     With fsdp > 1 the formula's: the sharded program rematerialises every layer (models/fsdp.py) and keeps only
@@ -165,7 +166,7 @@ def trainer_memory(trainer, num_devices: int = 1, fsdp: int = 1, counted: bool =
         adapter_slots=plan.num_slots + plan.pool_size, lora_rank=int(lora.rank), lora_targets=tuple(lora.targets),
         num_minibatches=plan.num_minibatches, num_microbatches=plan.num_microbatches,
         rows_per_episode=1 if plan.incremental else plan.num_turns,
-        loss_kept=loss_residual_bytes(trainer, num_devices) if counted else None)
+        loss_kept=loss_residual_bytes(trainer, num_devices, platform) if counted else None)
 
 
 PEAK = "peak estimate: persistent + max(rollout, loss)"

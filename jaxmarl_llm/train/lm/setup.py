@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import filecmp
 import os
 from typing import Any, NamedTuple
 
@@ -59,12 +60,9 @@ def check_checkpoint_tokenizer(checkpoint: str, spec: str) -> None:
 
 def _same_file(a: str, b: str) -> bool:
     """Both absent, or both present with the same bytes."""
-    if os.path.exists(a) != os.path.exists(b):
-        return False
-    if not os.path.exists(a):
-        return True
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        return fa.read() == fb.read()
+    if not (os.path.exists(a) and os.path.exists(b)):
+        return os.path.exists(a) == os.path.exists(b)
+    return filecmp.cmp(a, b, shallow=False)
 
 
 def build_tokenizer(spec: str, env_name: str = "", env_kwargs=None):
