@@ -39,7 +39,8 @@ from jaxmarl_llm.evaluation import play  # noqa: E402
 from jaxmarl_llm.models import attention  # noqa: E402
 from jaxmarl_llm.run import trainers  # noqa: E402
 from jaxmarl_llm.run.checkpoints import Checkpoints  # noqa: E402
-from jaxmarl_llm.run.cli import check_overrides, main_guard, order_cpu_collectives  # noqa: E402
+from jaxmarl_llm.run.cli import check_overrides, fail, main_guard, order_cpu_collectives  # noqa: E402
+from jaxmarl_llm.run.runner import holds_checkpoints  # noqa: E402
 from jaxmarl_llm.train import lm_rl  # noqa: E402
 from jaxmarl_llm.train.config import validate_lm_rl  # noqa: E402
 
@@ -53,6 +54,34 @@ _TRANSCRIPTS = flags.DEFINE_integer("transcripts", 2, "Rendered games to print p
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of resets, sampling and the scripted opponents.")
 _HELDOUT = flags.DEFINE_bool("heldout", False, "The run's own greedy held-out evaluation (as eval_episodes after "
                              "training) of --checkpoint, or of the starting model without one; no matches.")
+
+
+OPPONENTS = (*BUILTIN_PLAYERS, "base", "self")  # or a run directory
+
+
+def check_run_dir(flag: str, run_dir: str) -> None:
+    """A run directory must hold a checkpoint before anything is built (or created in it)."""
+    if not os.path.isdir(run_dir):
+        fail(f"--{flag}={run_dir!r}: no such run directory (a run.out_dir of experiments/train.py)")
+    if not holds_checkpoints(run_dir):
+        fail(f"--{flag}={run_dir!r}: holds no checkpoint (expected {os.path.join(run_dir, 'checkpoints')}/<update>); "
+             "is it a run directory of experiments/train.py that saved one?")
+
+
+def check_flags() -> None:
+    """Every flag's mistake in one line (status 2), before the model is built."""
+    if _EPISODES.value < 1:
+        fail(f"--episodes={_EPISODES.value}: play at least 1 episode (a two-seat game splits them over the seats)")
+    if _TEMPERATURE.value < 0:
+        fail(f"--temperature={_TEMPERATURE.value}: 0 (greedy) or more")
+    if _TRANSCRIPTS.value < 0:
+        fail(f"--transcripts={_TRANSCRIPTS.value}: 0 or more")
+    if _CHECKPOINT.value:
+        check_run_dir("checkpoint", _CHECKPOINT.value)
+    if not _HELDOUT.value and _OPPONENT.value not in OPPONENTS:
+        if not os.path.isdir(_OPPONENT.value):
+            fail(f"--opponent={_OPPONENT.value!r}: expected {', '.join(OPPONENTS)} or a run directory")
+        check_run_dir("opponent", _OPPONENT.value)
 
 
 def restore_state(trainer, run_dir: str):
@@ -77,7 +106,7 @@ def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> 
     if spec in BUILTIN_PLAYERS:
         return play.Player(spec)
     if trained_base and spec != "self":  # both seats of a match run one base
-        raise app.UsageError(f"--opponent={spec!r}: the checkpoint trained its base (train_base); play it against "
+        fail(f"--opponent={spec!r}: the checkpoint trained its base (train_base); play it against "
                              "random, minimax or self")
     if spec == "base":
         return play.Player("lm", None)
@@ -86,19 +115,20 @@ def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> 
     if os.path.isdir(spec):
         lora, other_base = restore_adapter(trainer, spec, 0)
         if other_base is not None:
-            raise app.UsageError(f"--opponent={spec!r} trained its base (train_base): it can only play random, "
+            fail(f"--opponent={spec!r} trained its base (train_base): it can only play random, "
                                  "minimax or itself")
         return play.Player("lm", lora)
-    raise app.UsageError(f"--opponent={spec!r}: expected random, minimax, base, self or a run directory")
+    fail(f"--opponent={spec!r}: expected random, minimax, base, self or a run directory")
 
 
 @main_guard
 def main(argv):
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        fail(f"unexpected arguments: {argv[1:]}")
     if _CONFIG.value is None:
-        raise app.UsageError("--config=configs/NAME.py is required")
+        fail("--config=configs/NAME.py is required")
     logging.set_verbosity(logging.WARNING)
+    check_flags()
     config = _CONFIG.value
     order_cpu_collectives(config)  # a sharded base (mesh.fsdp > 1): --heldout plays sharded
     validate_lm_rl(config)
@@ -122,8 +152,10 @@ def main(argv):
         other = opponent_player(trainer, _OPPONENT.value, me, trained_base is not None)
         seat_games = [(0, (me, other)), (1, (other, me))]
     else:
-        raise app.UsageError(f"{config.env_name} has {env.num_agents} seats; eval.py plays one- and two-seat games")
-    per_seat = max(1, _EPISODES.value // len(seat_games))
+        fail(f"{config.env_name} has {env.num_agents} seats; eval.py plays one- and two-seat games")
+    if _EPISODES.value < len(seat_games):
+        fail(f"--episodes={_EPISODES.value}: a two-seat game plays at least one episode in each seat (2)")
+    per_seat = _EPISODES.value // len(seat_games)
     name = _CHECKPOINT.value or "base model"
     print(f"{name} vs {_OPPONENT.value if env.num_agents > 1 else '(solo)'}: {per_seat} episodes per seat, "
           f"temperature {_TEMPERATURE.value}")

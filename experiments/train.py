@@ -15,7 +15,7 @@ from absl import app, logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from jaxmarl_llm.parallel import multihost  # noqa: E402
-from jaxmarl_llm.run.cli import (check_overrides, main_guard, maybe_init_distributed,  # noqa: E402
+from jaxmarl_llm.run.cli import (check_overrides, fail, main_guard, maybe_init_distributed,  # noqa: E402
                                   order_cpu_collectives)
 from jaxmarl_llm.run.entry import train_from_config  # noqa: E402
 
@@ -25,9 +25,9 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.p
 @main_guard
 def main(argv):
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        fail(f"unexpected arguments: {argv[1:]}")
     if _CONFIG.value is None:
-        raise app.UsageError("--config=configs/NAME.py is required")
+        fail("--config=configs/NAME.py is required")
     logging.set_verbosity(logging.WARNING)
     order_cpu_collectives(_CONFIG.value)  # before jax starts its backend
     maybe_init_distributed()

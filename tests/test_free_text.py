@@ -259,3 +259,61 @@ def test_guess_number_says_the_range_the_answers_leave(bpe):
     assert text.endswith("Guess: 512\nToo low.\nIt is from 513 to 1023.\nGuess: 900\nToo high.\nIt is from 513 to "
                          "899.\nGuess: 5 ok\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\nGuess: 700\n"
                          "Correct!\n"), text
+
+
+def test_guess_number_sizes_mix_ranges_each_bisected_to_one_bonus(bpe):
+    """sizes=(16, 64, 1024): each episode's prompt names its range, its secret is a training secret inside it,
+    the random guesser stays inside it, and bisection finds every secret in log2(n) + 1 guesses with a bonus that
+    totals 1 (the bits of that range); reset_to plays the full range."""
+    sizes = (16, 64, 1024)
+    env = GuessNumber(tokenizer=bpe, capacity=320, max_action_tokens=8, exact=True, info_bonus=1.0, sizes=sizes)
+    train = set(np.asarray(env.secrets).tolist())
+    seen = set()
+    for seed in range(24):
+        obs, state = env.reset(jax.random.PRNGKey(seed))
+        n, secret = int(state.size), int(state.secret)
+        seen.add(n)
+        assert n in sizes and secret < n and secret in train
+        prompt = bpe.decode([int(t) for t in obs.tokens[0][: int(obs.length[0])]])
+        assert prompt.startswith(f"I am thinking of a whole number from 0 to {n - 1}. Find it in at most 10 guesses.")
+        act = make_script("text/guess_number", env, teacher="random").act  # the format teacher's guesses
+        for k in range(8):
+            action = act(jax.random.PRNGKey(100 * seed + k), None, state)[0]
+            reply = bpe.decode([int(t) for t in action.tokens[0][: int(action.length[0])]])
+            assert reply.startswith("Guess: ") and 0 <= int(reply[7:]) < n, (n, reply)
+        lo, hi, bonus = 0, n - 1, 0.0
+        for turn in range(11):
+            g = (lo + hi + 1) // 2
+            out = env.step(jax.random.PRNGKey(0), state, env.guess_action(jnp.int32(g)))
+            state = out.state
+            bonus += float(out.reward[0])
+            lo, hi = (g + 1, hi) if g < secret else (lo, g - 1) if g > secret else (g, g)
+            if bool(state.done):
+                break
+        assert bool(out.info["solved"][0]) and turn + 1 <= int(np.log2(n)) + 1
+        assert bonus == pytest.approx(2.0, abs=1e-5)  # +1 for the win, +1 for the range's bits
+    assert seen == set(sizes)
+    _, state = env.reset_to(jnp.int32(700))
+    assert int(state.size) == NUM_VALUES and int(state.high) == NUM_VALUES - 1
+    with pytest.raises(ValueError, match="sizes"):
+        GuessNumber(tokenizer=bpe, sizes=(1,))
+
+
+def test_tic_tac_toe_commas_board_puts_every_cell_at_one_place(bpe):
+    """board="commas": for every position and seat the observation has the same length and each cell is one token
+    at a fixed index (a mark or its number), unlike `grid`, where the games' BPE merges `|O`."""
+    import itertools
+
+    from jaxmarl_llm.envs.text.tic_tac_toe import HEADER, board_picture
+
+    def layout(style):
+        places = set()
+        for board in itertools.product(range(3), repeat=9):
+            for mark in "XO":
+                ids = bpe.encode(HEADER.format(mark=mark) + board_picture(board, style))
+                places.add(tuple(i for i, t in enumerate(ids) if bpe.decode([t]) in ("X", "O", *"123456789")))
+        return places
+
+    (cells,) = layout("commas")  # one layout for all 3**9 boards
+    assert len(cells) == 9
+    assert len(layout("grid")) > 1

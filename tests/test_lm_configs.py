@@ -6,6 +6,7 @@ runner loop, outputs on disk); every logged metric must be finite.
 """
 
 import math
+import json
 import os
 
 import pytest
@@ -92,8 +93,10 @@ def test_debate(tmp_path, variant):
 @pytest.mark.parametrize("variant", [pytest.param("", marks=pytest.mark.slow), ":mappo"])
 def test_spread_is_an_lm_policy_on_tokenized_spread(tmp_path, variant):
     """Default: constrained moves, the world-state critic; `:mappo`: the transcript critic on a game whose prompts
-    are rewritten each turn (read turn by turn)."""
+    are rewritten each turn (read turn by turn). The held-out evaluation after training plays with the trained
+    adapters, a central critic beside them in the trained tree."""
     config = _tiny("spread.py" + variant, tmp_path, max_cycles=5)
+    config.eval_episodes = 2
     assert config.trainer == "lm_rl" and config.env_name == "text/tokenized_mpe"
     assert config.critic.kind == ("mappo" if variant else "world_state")
     assert config.env_kwargs.env == "mpe/simple_spread" and config.policy.actions == "constrained"
@@ -102,6 +105,9 @@ def test_spread_is_an_lm_policy_on_tokenized_spread(tmp_path, variant):
     assert metrics["format_error_rate"] == 0.0  # every constrained reply is a move
     assert metrics["episode_turns"] == 5.0
     assert metrics["team_return"] == pytest.approx(3 * metrics["episode_return"], rel=1e-5)
+    with open(os.path.join(tmp_path, "eval.json")) as f:
+        held_out = json.load(f)
+    assert held_out["episodes"] == 2 and held_out["mean_turns"] == 5.0 and held_out["format_error_rate"] == 0.0
     assert load_config_file(os.path.join(ROOT, "configs", "spread_mlp.py")).trainer == "mlp_ppo"
 
 

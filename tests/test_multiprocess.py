@@ -20,6 +20,7 @@ Default suite (~125 s on 2 cores under load): 2 processes x 2 devices vs 1 x 4 (
 (~15 s and ~30 s); `-m slow`: 4 processes x 1 device (~80 s), an LM run at 2 x 1 vs 1 x 2 (~135 s), and an LM base
 sharded over both processes' devices (mesh.fsdp=4 at 2 x 2) vs 1 x 4 unsharded (~75 s)."""
 
+import json
 import os
 import shutil
 import signal
@@ -112,9 +113,12 @@ def launch(processes: int, devices: int, args: list[str], timeout: float = TIMEO
             err.close()
 
 
+WALL_CLOCK = ("steps_per_second", "tokens_per_second", "mfu")  # per chunk, from its wall time
+
+
 def metrics(out_dir: str) -> list[dict[str, float]]:
     """metrics.csv as numbers, less the wall-clock throughput."""
-    return [{k: float(v) for k, v in row.items() if k != "steps_per_second"}
+    return [{k: float(v) for k, v in row.items() if k not in WALL_CLOCK}
             for row in read_csv(os.path.join(out_dir, "metrics.csv"))]
 
 
@@ -239,14 +243,19 @@ def test_lm_two_processes_match_one_process_of_two_devices(tmp_path):
 @pytest.mark.slow  # ~110 s: two launches
 def test_lm_base_sharded_across_two_processes_matches_one_process(tmp_path):
     """mesh.fsdp=4 over 2 processes x 2 devices: each base weight is split over devices of both processes (placed
-    from every process's host copy, parallel/multihost.py) and gathered per layer; same run as 1 x 4 unsharded."""
+    from every process's host copy, parallel/multihost.py) and gathered per layer; same run as 1 x 4 unsharded,
+    and the same held-out evaluation after it."""
     one, two = str(tmp_path / "one_x4"), str(tmp_path / "two_x2_fsdp4")
     lm = [a for a in LM if not a.startswith(("--config.num_envs", "--config.total_episodes"))]
-    lm += ["--config.num_envs=8", f"--config.total_episodes={8 * LM_UPDATES}", *QUIET]
+    lm += ["--config.num_envs=8", f"--config.total_episodes={8 * LM_UPDATES}", "--config.eval_episodes=4", *QUIET]
     launch(1, 4, [*lm, f"--config.run.out_dir={one}"])
     launch(2, 2, [*lm, "--config.mesh.fsdp=4", f"--config.run.out_dir={two}"])
     assert any(abs(r["grad_norm"]) > 0 for r in metrics(one))
     assert_same_run(two, one, LM_UPDATES)
+    # the held-out evaluation after training: both processes play it over the sharded mesh (the primary alone
+    # would wait in a collective for ever), the same games as one process plays unsharded
+    with open(os.path.join(one, "eval.json")) as f, open(os.path.join(two, "eval.json")) as g:
+        assert json.load(g) == pytest.approx(json.load(f), rel=1e-5, abs=1e-5, nan_ok=True)
 
 
 # ---- the environment a launcher sets -------------------------------------------------------------

@@ -97,7 +97,12 @@ def test_resume_with_a_larger_budget_and_other_run_settings_goes_on(started, tmp
     result = _train(config, updates=4)
     assert float(result["state"]["count"]) == 4.0  # counted on from the checkpoint at 2
     assert "warning" not in capsys.readouterr().err
-    assert _saved(out_dir)["total_timesteps"] == config.total_timesteps  # config.json: what the run last ran with
+    assert _saved(out_dir)["total_timesteps"] != config.total_timesteps  # config.json: what the run started with
+    (entry,) = run_identity.read_history(out_dir)  # the budget from update 2 on
+    assert entry["update"] == 2 and entry["config"]["total_timesteps"] == config.total_timesteps
+    changed = {line.split(":", 1)[0] for line in entry["changes"]}  # run.out_dir too: the test copied the run
+    assert changed == {"total_timesteps", "run.updates_per_chunk", "run.keep_checkpoints", "eval_episodes",
+                       "run.out_dir"}, entry["changes"]
 
 
 def test_resume_from_a_run_directory_path_with_another_out_dir_goes_on(started, tmp_path):
@@ -118,7 +123,26 @@ def test_resume_force_goes_on_with_a_warning(started, tmp_path, capsys):
     assert float(_train(config, updates=3)["state"]["count"]) == 3.0
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "resume_force=True" in warnings[0] and "lr: 0.001 -> 0.002" in warnings[0]
-    assert _saved(out_dir)["lr"] == 2e-3  # the next resume is compared with the lr the run goes on with
+    assert _saved(out_dir)["lr"] == LR  # config.json keeps what the run was started with ...
+    (entry,) = run_identity.read_history(out_dir)  # ... and the history what it went on with, from which update
+    assert entry["update"] == 2 and entry["config"]["lr"] == 2e-3 and "lr: 0.001 -> 0.002" in entry["changes"]
+    # the next resume is compared with the lr the run goes on with: the same lr goes on, the first one is refused
+    config = _resume_config(out_dir)
+    config.lr, config.total_timesteps = 2e-3, config.total_timesteps * 2
+    assert float(_train(config, updates=4)["state"]["count"]) == 4.0
+    config.lr = LR
+    with pytest.raises(ConfigError, match=r"config_history\.jsonl's last entry\): lr: 0\.002 -> 0\.001"):
+        _train(config, updates=5)
+
+
+def test_a_history_line_torn_by_a_kill_is_skipped(started, tmp_path):
+    out_dir = _copy(started, tmp_path)
+    config = _resume_config(out_dir)
+    config.lr, config.resume_force = 2e-3, True
+    _train(config, updates=3)
+    with open(os.path.join(out_dir, run_identity.HISTORY_FILE), "a") as f:
+        f.write('{"update": 3, "config": {"lr"')  # a kill in the middle of the next line
+    assert run_identity.current_record(out_dir)["lr"] == 2e-3
 
 
 @pytest.mark.parametrize("value", ["True", 1, "yes"])

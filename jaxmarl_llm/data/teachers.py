@@ -258,13 +258,11 @@ def random_cell(env, noise: float = 0.0) -> Script:
 
 
 def random_guess(env, noise: float = 0.0) -> Script:
-    """Guess the number: a uniformly random number in range each turn, deaf to the feedback."""
-    from jaxmarl_llm.envs.text.guess_number import NUM_VALUES
-
+    """Guess the number: a uniformly random number in the episode's range each turn, deaf to the feedback."""
     del noise
 
     def act(key, memory, state):
-        return env.guess_action(jax.random.randint(key, (), 0, NUM_VALUES)), jnp.ones((env.num_agents,), bool), memory
+        return env.guess_action(jax.random.randint(key, (), 0, state.size)), jnp.ones((env.num_agents,), bool), memory
 
     return stateless(act)
 

@@ -27,8 +27,8 @@ from jax.sharding import PartitionSpec as P
 from jaxmarl_llm.envs.text.base import INFO_RATIOS
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.models import fsdp
-from jaxmarl_llm.parallel import mesh as mesh_lib
-from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
+from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
+from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights, slotted
 
 
 # (key, tokens [A, L], length [A], valid [A, K]: env.candidate_mask) -> action [A, M]
@@ -169,7 +169,7 @@ def evaluate_sharded(env, policy: LMPolicy, weights: "SeatWeights", mesh, num_ep
     fn = jax.jit(mesh_lib.shard_over_data(local, mesh, in_specs=(P(), specs, P(), P()), out_specs=P(axes)),
                  compiler_options=compiler_options)
     out = fn(key, mesh_lib.put(weights.params, mesh, specs), weights.trainable, weights.scale)
-    return summarize({k: np.asarray(v)[:num_episodes] for k, v in jax.device_get(out).items()})
+    return summarize({k: np.asarray(v)[:num_episodes] for k, v in multihost.to_host(out).items()})
 
 
 # ---- glue for trained runs -----------------------------------------------------------------------
@@ -211,8 +211,7 @@ def shared_seat_weights(trainer, state) -> SeatWeights:
 
 def slot_seat_weights(trainer, state) -> SeatWeights:
     """lm_rl: each agent acts with its adapter slot (`trainer.slot_of_agent`), frozen agents at scale 0."""
-    slots = {k: v for k, v in state.trainable.items() if k != "base"}
-    per_agent = jax.tree.map(lambda x: x[jnp.asarray(trainer.slot_of_agent)], slots)
+    per_agent = jax.tree.map(lambda x: x[jnp.asarray(trainer.slot_of_agent)], slotted(state.trainable))
     return SeatWeights(model_weights(state.trainable, trainer.base), per_agent, trainer.agent_scale)
 
 

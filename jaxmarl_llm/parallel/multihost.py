@@ -44,6 +44,15 @@ def agree(flag: bool) -> bool:
     return bool(multihost_utils.broadcast_one_to_all(np.asarray(flag, np.int32)))
 
 
+def to_host(tree: Any) -> Any:
+    """Every leaf of a tree of (global) arrays as the whole numpy array, on every process: an allgather under
+    several processes (an array sharded over other processes' devices is not addressable here), device_get alone.
+    Every process must call it (a collective)."""
+    if not multiprocess():
+        return jax.device_get(tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
 def global_array(value: Any, sharding: NamedSharding) -> jax.Array:
     """An array on `sharding` (which may span other processes' devices) from `value`, the whole array, which every
     process holds identically (computed from the same key): each process keeps the pieces its own devices own.

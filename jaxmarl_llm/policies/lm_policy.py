@@ -321,6 +321,14 @@ def make_policy(cfg: ModelConfig, lora, sampling, tokenizer, max_new_tokens: int
     )
 
 
+UNSLOTTED = ("critic", "base")  # trainable entries shared by every seat: no leading adapter-slot axis
+
+
+def slotted(trainable) -> dict:
+    """The trainable entries stacked per adapter slot [S, ...] (adapters, value heads): all but UNSLOTTED."""
+    return {k: v for k, v in trainable.items() if k not in UNSLOTTED}
+
+
 def model_weights(trainable, base, reference: bool = False):
     """The base weights the policy runs: its own trained copy with `train_base` (trainable["base"]), else the
     frozen base. The KL reference is always the frozen (initial) base."""

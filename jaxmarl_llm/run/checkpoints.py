@@ -25,10 +25,11 @@ import jax
 import orbax.checkpoint as ocp
 from orbax.checkpoint import options as ocp_options
 
-from jaxmarl_llm.errors import DiskFullError
+from jaxmarl_llm.errors import ConfigError, DiskFullError
 from jaxmarl_llm.parallel import multihost
 
 MB = 2**20
+SHOWN = 5  # arrays named in a mismatch message
 
 
 GCSFUSE = "fuse.gcsfuse"  # the file system type of a Cloud Storage FUSE mount in /proc/mounts
@@ -94,6 +95,13 @@ class Checkpoints:
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {self.directory}; start without --config.resume")
+        differ = self.mismatches(like, step)
+        if differ:  # what a forced resume with another env / model size meets: name the arrays, in one line (orbax
+            # would fail deep in its reader threads, and leave their errors printing as the process exits)
+            listed = "; ".join(differ[:SHOWN]) + (f"; and {len(differ) - SHOWN} more" if len(differ) > SHOWN else "")
+            raise ConfigError(
+                f"checkpoint {self.directory}/{step} does not fit this config's runner state (saved -> now): "
+                f"{listed}; the run was trained with other settings (its config.json)")
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         try:
             return self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
@@ -103,8 +111,27 @@ class Checkpoints:
                 f"(different env, network or num_envs?): {err}"
             ) from err
 
+    def mismatches(self, like: Any, step: int) -> list[str]:
+        """`name: saved shape -> this state's shape` for every array whose shape differs or that only one side
+        has (names as orbax stores them: `params.lora.q.a`); [] when the checkpoint's metadata cannot be read."""
+        try:
+            reader = ocp.CheckpointManager(self.directory, item_handlers=ocp.StandardCheckpointHandler())
+            saved = {_name(path): tuple(leaf.shape) for path, leaf in
+                     jax.tree_util.tree_leaves_with_path(reader.item_metadata(step)) if hasattr(leaf, "shape")}
+            reader.close()
+        except Exception:  # noqa: BLE001 - only the message's detail depends on it
+            return []
+        now = {_name(path): tuple(jax.numpy.shape(leaf)) for path, leaf in jax.tree_util.tree_leaves_with_path(like)}
+        return [f"{name}: {saved.get(name, '<absent>')} -> {now.get(name, '<absent>')}"
+                for name in [*now, *(n for n in saved if n not in now)] if saved.get(name) != now.get(name)]
+
     def close(self) -> None:
         self.manager.close()
+
+
+def _name(path: tuple) -> str:
+    """A tree path as one dotted name, whatever the node types (dicts in the checkpoint, dataclasses in the state)."""
+    return ".".join(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path)
 
 
 def _folder_bytes(folder: str) -> int:

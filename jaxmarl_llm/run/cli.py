@@ -42,13 +42,14 @@ def load_config_file(path: str) -> ml_collections.ConfigDict:
     return module.get_config(variant) if sep else module.get_config()
 
 
-def check_overrides(argv: list[str], flag: str = "config") -> None:
-    """Exit with a clear message when an override names a key the config file does not have."""
+def check_overrides(argv: list[str], flag: str = "config", defaults: ml_collections.ConfigDict | None = None) -> None:
+    """Exit with a clear message when an override names a key the config file (or `defaults`, a flag defined by a
+    ConfigDict, e.g. --sweep) does not have."""
     path = next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{flag}=")), None)
-    if path is None:
+    if path is None and defaults is None:
         return
     try:
-        config = load_config_file(path)
+        config = defaults if defaults is not None else load_config_file(path)
     except FileNotFoundError:
         fail(f"--{flag}: no such file {path!r}")
     except ValueError as err:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import jax
+
 from jaxmarl_llm.parallel import multihost
 from jaxmarl_llm.parallel.mesh import sharded_chunk
 from jaxmarl_llm.run.run_identity import check_same_run
+from jaxmarl_llm.run.run_lock import RunLock
 from jaxmarl_llm.run.runner import check_fresh_out_dir, resume_dir, run_training
 from jaxmarl_llm.run.trainers import TRAINERS, TrainerSpec
 from jaxmarl_llm.train.config import ConfigError
@@ -29,6 +32,14 @@ def build(config) -> tuple[Any, Callable, int, str]:
 
 
 def train_from_config(config) -> dict:
+    """Train, holding the run folder's lock (run/run_lock.py) from before the first look at the folder to after
+    its last file (the config is validated first: a run folder that cannot be one is refused before it is made)."""
+    spec_of(config).validate(config)
+    with RunLock(resume_dir(config) or config.run.out_dir, jax.process_index()):
+        return _train(config)
+
+
+def _train(config) -> dict:
     check_fresh_out_dir(config)  # before building: an occupied run folder is refused in seconds, not after compiling
     if resume_dir(config) is not None:  # likewise a resume with another config (run_training checks again, and warns)
         check_same_run(config, resume_dir(config), announce=False)
@@ -44,8 +55,6 @@ def train_from_config(config) -> dict:
 
 def after_training(config, trainer, result: dict) -> dict:
     """The trainer's outputs after the run (SFT / DPO: the exported model; LM runs: held-out greedy results).
-    Under several processes only the primary makes them: they are files and prints, and the held-out evaluation
-    runs on one device from the (replicated) trained weights."""
-    if not multihost.primary():
-        return result
+    Under several processes every process runs the hook: the held-out evaluation gathers the state from all of
+    them and, with mesh.fsdp > 1, plays over the whole mesh; files and prints are the primary's."""
     return spec_of(config).after_training(config, trainer, result)

@@ -6,6 +6,11 @@ base model of the same shapes, another lr or env. So a run writes its resolved c
 base model folder) when it starts, and a resume compares it with the current config before touching a file.
 The budget, `run.*`, `stop.*` and the resume flags may change between the two; anything else refuses the resume,
 unless `resume_force=True` (then the differences are a warning).
+
+config.json stays what the run was started with. A resume that changes anything (a forced lr, a longer budget)
+appends, once its checkpoint has been restored, a line to `config_history.jsonl`: the update it continued from,
+what changed and the whole config from then on; the next resume is compared with that latest config. So a failed
+forced resume changes no file, and every update's settings can be read back.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ import json
 import math
 import os
 import sys
+import time
 from typing import Any
 
 from jaxmarl_llm.errors import ConfigError
 
 CONFIG_FILE = "config.json"  # in the run directory (a HF model's config.json lives in model/ or elsewhere)
+HISTORY_FILE = "config_history.jsonl"  # one line per resume that changed the config
 FINGERPRINT_KEY = "_model_fingerprint"
 # top-level keys a resume may change: how long to train (budget), how to log and save (run.*), the resume itself,
 # the held-out evaluation after training and the divergence bounds (stop.*): none of them touches the trained state
@@ -113,9 +120,55 @@ def read_run_record(out_dir: str) -> dict[str, Any] | None:
     return record
 
 
-def config_differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
+def read_history(out_dir: str) -> list[dict[str, Any]]:
+    """config_history.jsonl's entries, oldest first ([] when absent); a line a kill tore is skipped."""
+    path = os.path.join(out_dir, HISTORY_FILE)
+    if not os.path.exists(path):
+        return []
+    entries = []
+    with open(path) as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("config"), dict):
+                entries.append(entry)
+    return entries
+
+
+def current_record(out_dir: str) -> dict[str, Any] | None:
+    """The config the run continues with now: the latest history entry's, else config.json's (None: neither).
+    ValueError when config.json is needed and is not a JSON object."""
+    history = read_history(out_dir)
+    return history[-1]["config"] if history else read_run_record(out_dir)
+
+
+def record_resume(out_dir: str, record: dict[str, Any], update: int) -> list[str]:
+    """After a resume restored `update`: append the change of config to the history (nothing when `record` equals
+    the current one in every key but the resume flags); a run without a readable config.json gets one. Returns
+    the changes."""
+    try:
+        saved = current_record(out_dir)
+    except (OSError, ValueError):
+        saved = None
+    if saved is None:
+        write_run_record(out_dir, record)
+        return []
+    changes = config_differences(saved, record, skip=frozenset({"resume", "resume_force"}))
+    if changes:
+        entry = {"update": update, "time": time.strftime("%Y-%m-%d %H:%M:%S"), "changes": changes, "config": record}
+        with open(os.path.join(out_dir, HISTORY_FILE), "a") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    return changes
+
+
+def config_differences(saved: dict[str, Any], now: dict[str, Any],
+                       skip: frozenset[str] = RESUMABLE_KEYS) -> list[str]:
     """`key: saved -> now` for every leaf that differs, except RESUMABLE_KEYS; in `now`'s order, then the keys only
-    `saved` has. When both records fingerprint their base model, the folders' content is compared
+    `saved` has (`skip`: top-level keys left out). When both records fingerprint their base model, the folders' content is compared
     (`model.checkpoint/<file>.<bytes|sha256>`) instead of their paths: a moved folder is the same model."""
     saved, now = dict(saved), dict(now)
     saved_fp, now_fp = saved.pop(FINGERPRINT_KEY, None), now.pop(FINGERPRINT_KEY, None)
@@ -128,7 +181,7 @@ def config_differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
     missing = object()
     out = []
     for key in keys:
-        if key.split(".", 1)[0].split("/", 1)[0] in RESUMABLE_KEYS:
+        if key.split(".", 1)[0].split("/", 1)[0] in skip:
             continue
         a, b = flat_saved.get(key, missing), flat_now.get(key, missing)
         if a is missing and key in LATER_DEFAULTS:
@@ -140,13 +193,14 @@ def config_differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
 
 def check_same_run(config, out_dir: str, announce: bool = True) -> None:
     """Before a resume touches a file of `out_dir`: refuse (ConfigError, one line) when the current config is
-    not the one the run was started with (config.json), unless config.resume_force. `announce`: print the
+    not the one the run continues with (config.json, or its latest change in config_history.jsonl), unless
+    config.resume_force. `announce`: print the
     warnings (a forced resume's differences, a run without config.json) on stderr; False for an early check
     whose caller checks again later."""
     force = bool(config.get("resume_force", False))
     path = os.path.join(out_dir, CONFIG_FILE)
     try:
-        saved = read_run_record(out_dir)
+        saved = current_record(out_dir)
     except (OSError, ValueError) as err:  # a torn or hand-edited file
         if not force:
             raise ConfigError(f"config.resume: {path} is unreadable ({err}); fix or delete it, or pass "
@@ -166,7 +220,8 @@ def check_same_run(config, out_dir: str, announce: bool = True) -> None:
         _warn(announce, f"warning: resume_force=True: {out_dir} continues with a config that differs from its "
                         f"{CONFIG_FILE}: {listed}")
         return
-    raise ConfigError(f"config.resume: {out_dir} was started with a different config ({CONFIG_FILE}): {listed}; "
+    record = HISTORY_FILE + "'s last entry" if read_history(out_dir) else CONFIG_FILE
+    raise ConfigError(f"config.resume: {out_dir} was started with a different config ({record}): {listed}; "
                       "resume with the run's settings (only the budget, run.* and eval_episodes may change), or "
                       "pass --config.resume_force=True to continue anyway")
 

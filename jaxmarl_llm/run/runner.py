@@ -31,12 +31,14 @@ from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
 from jaxmarl_llm.parallel.peak import peak_flops
 from jaxmarl_llm.run.checkpoints import Checkpoints
 from jaxmarl_llm.run.metrics_log import MetricsLog, plot_curves, read_csv
-from jaxmarl_llm.run.run_identity import CONFIG_FILE, check_same_run, run_record, write_run_record
+from jaxmarl_llm.run.run_identity import (CONFIG_FILE, HISTORY_FILE, check_same_run, config_differences,
+                                          current_record, record_resume, run_record, write_run_record)
 from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
 
 
 # what a run writes into run.out_dir (an SFT / DPO export, model/ and adapter/, is rewritten at the end)
-RUN_OUTPUTS = ("checkpoints", "metrics.csv", "tb", "learning_curve.png", "eval_curve.png", "eval.json", CONFIG_FILE)
+RUN_OUTPUTS = ("checkpoints", "metrics.csv", "tb", "learning_curve.png", "eval_curve.png", "eval.json", CONFIG_FILE,
+               HISTORY_FILE)
 
 
 def resume_dir(config) -> str | None:
@@ -82,15 +84,16 @@ def clear_run(out_dir: str) -> list[str]:
 
 def prepare_out_dir(config) -> str:
     """Check the run folder (a fresh run's is free, a resume's config is the run's), then clear it
-    (run.overwrite) and record config.json; returns it. Under several processes every process checks the folder
+    (run.overwrite) and record a fresh run's config.json (a resume's config is recorded once its checkpoint is
+    restored: run_training); returns it. Under several processes every process checks the folder
     before the primary changes it, and none goes on before it has: all of them see the same folder."""
     check_fresh_out_dir(config)
     out_dir = resume_dir(config) or config.run.out_dir
-    if resume_dir(config) is not None:
-        check_same_run(config, out_dir, announce=multihost.primary())
+    if resume_dir(config) is not None:  # a forced resume's warning waits for its restore (run_training)
+        check_same_run(config, out_dir, announce=False)
     multihost.barrier("run folder checked")
-    if multihost.primary():
-        if resume_dir(config) is None and config.run.overwrite:  # validation refuses overwrite with resume
+    if multihost.primary() and resume_dir(config) is None:
+        if config.run.overwrite:  # validation refuses overwrite with resume
             removed = clear_run(out_dir)
             if removed:
                 print(f"run.overwrite: deleted {', '.join(removed)} of the earlier run in {out_dir}")
@@ -109,8 +112,8 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
                  trainable: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """Train to `trainer.num_updates`, resuming when asked; returns the final state and last metrics.
 
-    A resume first checks that `config` is the config the run was started with (its config.json, else
-    ConfigError before any file changes); every start (re)writes config.json with the current config.
+    A resume first checks that `config` is the config the run continues with (run/run_identity.py, else
+    ConfigError before any file changes) and, once restored, appends any change to config_history.jsonl.
     `trainable(state)`: the trained parameters, whose norm config.stop.max_param_norm_growth bounds (default: the
     accessor run/trainers.py registers for config.trainer). A divergence raises DivergenceError (module doc).
     Under several processes (parallel/multihost.py) every process runs this loop and saves checkpoints; only the
@@ -125,10 +128,13 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     if resume_dir(config) is not None:
         start = ckpt.latest_step() or 0
         if start:
-            state = ckpt.restore(state, start)
+            state = _restore(config, ckpt, state, start, out_dir)
             _say(f"resumed {out_dir} at update {start}/{trainer.num_updates}")
         else:
             _say(f"no checkpoint in {out_dir}; starting from update 0")
+        check_same_run(config, out_dir, announce=multihost.primary())  # a forced resume's differences, said once
+        if multihost.primary():  # only now: a resume that fails to restore leaves the run's record as it was
+            record_resume(out_dir, run_record(config), start)
     log = (MetricsLog(out_dir, tensorboard=config.run.tensorboard, resume_from_update=start if start else None)
            if multihost.primary() else None)
 
@@ -193,6 +199,21 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
         if evals:  # in-graph evaluation: only the updates that played it
             plot_curves(evals, os.path.join(out_dir, "eval_curve.png"), "rate (greedy games)")
     return {"state": state, "metrics": last, "out_dir": out_dir}
+
+
+def _restore(config, ckpt: Checkpoints, like: Any, step: int, out_dir: str) -> Any:
+    """Checkpoint `step` into `like`'s shapes; a forced resume whose state does not fit names, in the same line,
+    the settings that differ from the run's."""
+    try:
+        return ckpt.restore(like, step)
+    except ConfigError as err:
+        try:
+            differences = config_differences(current_record(out_dir) or {}, run_record(config))
+        except (OSError, ValueError):
+            differences = []
+        if not differences:
+            raise
+        raise ConfigError(f"{err}; this config differs from the run's in {'; '.join(differences[:5])}") from None
 
 
 def _close_all(*files) -> None:

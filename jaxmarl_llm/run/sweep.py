@@ -20,6 +20,8 @@ from jaxmarl_llm.parallel.mesh import bound_update, compiler_options
 from jaxmarl_llm.run.metrics_log import plot_curves
 from jaxmarl_llm.train.config import ConfigError
 
+SWEEP_TABLE = "sweep.csv"  # with sweep.png, what a sweep writes into its out_dir
+
 
 def parse_values(text: str, key: str) -> list[float]:
     try:
@@ -83,7 +85,7 @@ def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str,
     xs = list(np.arange(1, curves.shape[1] + 1) * steps_per_update)
     labels = [", ".join(f"{k}={v:g}" for k, v in row.items()) for row in rows]
     plot_curves({lab: (xs, list(c)) for lab, c in zip(labels, curves)}, os.path.join(out_dir, "sweep.png"), headline, "sweep")
-    with open(os.path.join(out_dir, "sweep.csv"), "w") as f:
+    with open(os.path.join(out_dir, SWEEP_TABLE), "w") as f:
         names = list(rows[0].keys())
         f.write(",".join([*names, f"final_{headline}"]) + "\n")
         for row, value in zip(rows, final):

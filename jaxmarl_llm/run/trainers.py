@@ -19,9 +19,8 @@ import os
 import shutil
 from typing import Any, Callable, NamedTuple
 
-import jax
-
 from jaxmarl_llm.evaluation.evaluate import SeatWeights, evaluate_trainer, shared_seat_weights, slot_seat_weights
+from jaxmarl_llm.parallel import multihost
 from jaxmarl_llm.train import dpo, lm_rl, mlp_ppo, sft
 from jaxmarl_llm.train.config import validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft
 from jaxmarl_llm.train.lm import memory
@@ -57,18 +56,22 @@ class TrainerSpec(NamedTuple):
 
 
 def heldout_eval(config, trainer, state, num_episodes: int | None = None) -> dict[str, float]:
-    """Greedy results of a trained LM run's `state` on its env's held-out split (evaluation/evaluate.py)."""
-    weights = TRAINERS[config.get("trainer", "mlp_ppo")].seat_weights(trainer, jax.device_get(state))
+    """Greedy results of a trained LM run's `state` on its env's held-out split (evaluation/evaluate.py). Under
+    several processes every process calls it: the state is gathered from all of them, and with mesh.fsdp > 1 the
+    games are played over the whole mesh."""
+    weights = TRAINERS[config.get("trainer", "mlp_ppo")].seat_weights(trainer, multihost.to_host(state))
     return evaluate_trainer(config, trainer, weights, num_episodes)
 
 
 def _eval_if_asked(config, trainer, result: dict) -> dict:
-    """LM runs with eval_episodes > 0: greedy held-out results in result["eval"] and <out_dir>/eval.json."""
+    """LM runs with eval_episodes > 0: greedy held-out results in result["eval"] and <out_dir>/eval.json (every
+    process evaluates, the primary writes and prints)."""
     if config.get("eval_episodes", 0) > 0:
         result["eval"] = heldout_eval(config, trainer, result["state"])
-        with open(os.path.join(result["out_dir"], "eval.json"), "w") as f:
-            json.dump(result["eval"], f, indent=2)
-        print("held-out greedy eval:", {k: round(v, 4) for k, v in result["eval"].items()})
+        if multihost.primary():
+            with open(os.path.join(result["out_dir"], "eval.json"), "w") as f:
+                json.dump(result["eval"], f, indent=2)
+            print("held-out greedy eval:", {k: round(v, 4) for k, v in result["eval"].items()})
     return result
 
 
@@ -87,18 +90,22 @@ def _with_tokenizer(config, model_dir: str) -> str:
 
 
 def _export_sft(config, trainer, result: dict) -> dict:
-    """The model (adapters merged) and its tokenizer to <out_dir>/model, ready for an RL run's model.checkpoint."""
-    result["model_dir"] = _with_tokenizer(config, trainer.export(result["state"], sft.model_dir(result["out_dir"])))
-    print(f"model written to {result['model_dir']} (RL from it: --config.model.checkpoint={result['model_dir']})")
+    """The model (adapters merged) and its tokenizer to <out_dir>/model, ready for an RL run's model.checkpoint
+    (by the primary process)."""
+    if multihost.primary():
+        result["model_dir"] = _with_tokenizer(config, trainer.export(result["state"], sft.model_dir(result["out_dir"])))
+        print(f"model written to {result['model_dir']} (RL from it: --config.model.checkpoint={result['model_dir']})")
     return _eval_if_asked(config, trainer, result)
 
 
 def _export_dpo(config, trainer, result: dict) -> dict:
-    """The model to <out_dir>/model and, when only LoRA adapters trained, the PEFT adapter to <out_dir>/adapter."""
-    result["model_dir"] = _with_tokenizer(config, trainer.export(result["state"], dpo.model_dir(result["out_dir"])))
-    result["adapter_dir"] = trainer.export_adapter(result["state"], dpo.adapter_dir(result["out_dir"]))
-    print(f"model written to {result['model_dir']}" +
-          (f", PEFT adapter to {result['adapter_dir']}" if result["adapter_dir"] else ""))
+    """The model to <out_dir>/model and, when only LoRA adapters trained, the PEFT adapter to <out_dir>/adapter
+    (by the primary process)."""
+    if multihost.primary():
+        result["model_dir"] = _with_tokenizer(config, trainer.export(result["state"], dpo.model_dir(result["out_dir"])))
+        result["adapter_dir"] = trainer.export_adapter(result["state"], dpo.adapter_dir(result["out_dir"]))
+        print(f"model written to {result['model_dir']}" +
+              (f", PEFT adapter to {result['adapter_dir']}" if result["adapter_dir"] else ""))
     return _eval_if_asked(config, trainer, result)
 
 

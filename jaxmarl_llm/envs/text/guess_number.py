@@ -23,6 +23,11 @@ transcript.
 secrets still possible (the interval the answers so far allow), (log2 |before| - log2 |after|) / log2 1024; the
 correct guess removes what is left. A round's bonus is b x the share of the 10 bits it found, at most b. Bisection
 is the guess that removes the most in expectation, so the bonus grades each guess by the skill a win needs.
+
+`sizes=(16, 64, 256, 1024)` is a curriculum by mixture: each episode draws its range 0..n-1 uniformly from
+`sizes` (the prompt says which; the secret is a training secret below n; the bonus counts bits of that range, so
+every game's total is b). Small ranges are bisected in a few guesses, where a policy meets each interval often;
+`reset_to` (the held-out evaluation) plays the full range. The default `(1024,)` is the one game.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from jaxmarl_llm.envs.text.buffers import TextAction
 NUM_VALUES = 1024
 
 PROMPT = (
-    "I am thinking of a whole number from 0 to 1023. Find it in at most {turns} guesses.\n"
+    "I am thinking of a whole number from 0 to {top}. Find it in at most {turns} guesses.\n"
     "Reply with 'Guess: N'. I will answer too high, too low or correct.\n"
 )
 RANGE_WORDS = ("It is from ", " to ", ".\n")  # say_range: the interval the answers so far leave
@@ -55,10 +60,10 @@ def secret_split(test_fraction: float = 0.2, seed: int = 0) -> dict[str, np.ndar
     return {"train": train, "test": test, "all": np.arange(NUM_VALUES)}
 
 
-def interval_bits_removed(low, high, new_low, new_high, found) -> jax.Array:
-    """[] float32: log2 of the interval's size before, less after (0 once found), over log2 NUM_VALUES."""
+def interval_bits_removed(low, high, new_low, new_high, found, size=NUM_VALUES) -> jax.Array:
+    """[] float32: log2 of the interval's size before, less after (0 once found), over log2 `size` (the range)."""
     bits = lambda lo, hi: jnp.log2(jnp.maximum(hi - lo + 1, 1).astype(jnp.float32))
-    return (bits(low, high) - jnp.where(found, 0.0, bits(new_low, new_high))) / np.log2(NUM_VALUES)
+    return (bits(low, high) - jnp.where(found, 0.0, bits(new_low, new_high))) / bits(0, size - 1)
 
 
 @struct.dataclass
@@ -66,6 +71,7 @@ class GuessNumberState(TextState):
     secret: jax.Array  # [] int32
     low: jax.Array  # [] int32: the smallest secret the answers so far allow
     high: jax.Array  # [] int32: the largest
+    size: jax.Array  # [] int32: this episode's range is 0..size-1
 
 
 class GuessNumber(TextEnv):
@@ -81,6 +87,7 @@ class GuessNumber(TextEnv):
         info_bonus: float = 0.0,
         exact: bool = False,
         say_range: bool = False,
+        sizes: tuple[int, ...] = (NUM_VALUES,),
     ):
         super().__init__(tokenizer, ("guesser",), capacity, max_action_tokens)
         splits = secret_split(test_fraction, seed)
@@ -92,6 +99,9 @@ class GuessNumber(TextEnv):
         self.info_bonus = float(info_bonus)
         self.exact = bool(exact)  # a reply must be `Guess: N` and nothing more (parsing.parse_int's `exact`)
         self.say_range = bool(say_range)
+        self.sizes = tuple(int(n) for n in sizes)
+        if not self.sizes or any(not 2 <= n <= NUM_VALUES for n in self.sizes):
+            raise ValueError(f"sizes: each range size must be in 2..{NUM_VALUES}, got {sizes!r}")
         if self.say_range:  # only then: a word tokenizer's vocabulary is every text the env encodes when built
             self.range_words = self.codec.table(RANGE_WORDS)
             self.numbers = self.codec.table([str(v) for v in range(NUM_VALUES)])
@@ -99,19 +109,37 @@ class GuessNumber(TextEnv):
         self.guesses = self._action_table([f"Guess: {n}" for n in range(NUM_VALUES)])
         self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
         said = [self.range_words.width, self.numbers.width] if self.say_range else []
-        self._setup([self.codec.encode(PROMPT.format(turns=max_turns))], [self.feedback.width, *said])
+        if self.sizes == (NUM_VALUES,):  # one constant prompt in the starting buffer
+            self._setup([self.codec.encode(PROMPT.format(top=NUM_VALUES - 1, turns=max_turns))], [self.feedback.width, *said])
+        else:  # the prompt of the episode's range is appended at reset; the last row is the full range's
+            rows = [*self.sizes, NUM_VALUES]
+            self.size_of_row = jnp.asarray(rows, jnp.int32)
+            self.prompts = self.codec.table([PROMPT.format(top=n - 1, turns=max_turns) for n in rows])
+            self._setup([[]], [self.feedback.width, *said, self.prompts.width])
 
     @property
     def default_params(self) -> TextParams:
         return TextParams(max_steps=self.max_turns)
 
     def reset(self, key, params=None):
-        return self.reset_to(jax.random.choice(key, self.secrets))
+        if self.sizes == (NUM_VALUES,):
+            return self.reset_to(jax.random.choice(key, self.secrets))
+        k_size, k_secret = jax.random.split(key)
+        row = jax.random.randint(k_size, (), 0, len(self.sizes))
+        below = self.secrets < self.size_of_row[row]  # [S] the training secrets in this range
+        secret = jax.random.choice(k_secret, self.secrets, p=below / below.sum())
+        return self._fresh(secret, row)
 
     def reset_to(self, secret: jax.Array):
-        """A fresh episode with a given secret (scripted evaluation over every number)."""
+        """A fresh episode with a given secret in the full range (scripted evaluation over every number)."""
+        return self._fresh(secret, len(self.sizes))
+
+    def _fresh(self, secret: jax.Array, row) -> tuple:
+        size = jnp.int32(NUM_VALUES) if self.sizes == (NUM_VALUES,) else self.size_of_row[row]
         state = GuessNumberState(**self._base_state(jnp.ones((1,), bool)), secret=jnp.asarray(secret, jnp.int32),
-                                 low=jnp.int32(0), high=jnp.int32(NUM_VALUES - 1))
+                                 low=jnp.int32(0), high=size - 1, size=size)
+        if self.sizes != (NUM_VALUES,):
+            state = self._append_table(state, self.prompts, jnp.reshape(row, (1,)))
         return self.get_obs(state), state
 
     def _step(self, key, state, tokens, length, params):
@@ -124,7 +152,8 @@ class GuessNumber(TextEnv):
         low = jnp.where(outcome == TOO_LOW, jnp.maximum(state.low, value + 1), state.low)
         high = jnp.where(outcome == TOO_HIGH, jnp.minimum(state.high, value - 1), state.high)
         if self.info_bonus:
-            reward = reward + self.info_bonus * interval_bits_removed(state.low, state.high, low, high, correct)
+            reward = reward + self.info_bonus * interval_bits_removed(state.low, state.high, low, high, correct,
+                                                                      state.size)
         new = self._append(state, tokens, length)
         new = self._append_table(new, self.feedback, outcome[None])
         if self.say_range:  # "It is from 513 to 1023." after a wrong guess
@@ -138,7 +167,7 @@ class GuessNumber(TextEnv):
         return new, reward, correct, (turn >= params.max_steps) & ~correct, info
 
     def random_action(self, key, state) -> TextAction:
-        guess = jax.random.randint(key, (1,), 0, NUM_VALUES)
+        guess = jax.random.randint(key, (1,), 0, state.size)
         return self.make_action(self.guesses, guess)
 
     def guess_action(self, value: jax.Array) -> TextAction:

@@ -10,7 +10,9 @@ or one adapter per seat are both just two agent slots to the trainer.
 
 `board="grid"` draws a taken cell as `X`, `board="tagged"` as `X5` (each cell
 names its number: what a small from-scratch model reads best, with
-`tokenizer="word"` one id per cell; configs/tic_tac_toe.py uses it).
+`tokenizer="word"` one id per cell; configs/tic_tac_toe.py uses it),
+`board="commas"` as `X,2,O` (with a BPE tokenizer each cell one token at a
+fixed place: configs/free_tic_tac_toe.py).
 
 `history=False` makes each observation the current position only: a one-line
 seat header (`You are X.`), the board and the status line, rewritten every
@@ -75,11 +77,16 @@ def board_code(board: jax.Array) -> jax.Array:
     return jnp.sum(board * POW3).astype(jnp.int32)
 
 
-BOARD_STYLES = ("grid", "tagged")
+BOARD_STYLES = ("grid", "tagged", "commas")
 
 
 def board_picture(board, style: str = "grid") -> str:
-    """Three rows; an empty cell shows its number. `grid` marks a taken cell `X`, `tagged` as `X5`.
+    """Three rows; an empty cell shows its number. `grid` marks a taken cell `X` (`X|2|O`), `tagged` as `X5`,
+    `commas` as `X` between commas (`X,2,O`).
+
+    Why `commas`: a BPE tokenizer merges `|O` into one piece but `|2` not, so under `grid` a cell's token
+    position moves with what the cells before it hold; between commas (never merged with a mark or a digit in
+    the games' BPE) every cell is one token at a fixed place, the same for every board.
 
     Why `tagged`: a from-scratch model reads the cells with attention, whose values
     carry no position under RoPE; in `X5` every piece says what is where, so one
@@ -87,9 +94,9 @@ def board_picture(board, style: str = "grid") -> str:
     """
     if style not in BOARD_STYLES:
         raise ValueError(f"board style must be one of {BOARD_STYLES}, got {style!r}")
-    tag = style == "tagged"
+    tag, sep = style == "tagged", "," if style == "commas" else "|"
     marks = [".XO"[v] + (str(i + 1) if tag else "") if v else str(i + 1) for i, v in enumerate(board)]
-    return "".join("\n" + "|".join(marks[r * 3 : r * 3 + 3]) for r in range(3)) + "\n"
+    return "".join("\n" + sep.join(marks[r * 3 : r * 3 + 3]) for r in range(3)) + "\n"
 
 
 def status_after(board, agent: int) -> int:

@@ -27,6 +27,7 @@ import numpy as np
 
 from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
 from jaxmarl_llm.errors import ConfigError
+from jaxmarl_llm.policies.lm_policy import slotted
 from jaxmarl_llm.train.lm.plan import Plan, Turns
 
 
@@ -128,8 +129,7 @@ def league_opponents(plan: Plan, key: jax.Array, gid: jax.Array) -> jax.Array:
 
 def per_agent(plan: Plan, trainable, agents: tuple[int, ...]):
     """Slot-stacked trainable [S, ...] -> one entry per listed seat [A', ...] (a gather: grads flow back)."""
-    per_slot = {k: v for k, v in trainable.items() if k not in ("critic", "base")}  # no slot axis on these
-    return jax.tree.map(lambda x: x[plan.slots()[jnp.asarray(agents)]], per_slot)
+    return jax.tree.map(lambda x: x[plan.slots()[jnp.asarray(agents)]], slotted(trainable))
 
 
 def acting_weights(plan: Plan, trainable, pool, seats: Seats):
