@@ -195,3 +195,22 @@ def test_league_shares_are_drawn_per_group():
         _config(opponent_pool={"size": 2, "random": 0.75, "minimax": 0.5})
     with pytest.raises(ConfigError, match="config.opponent_pool.minimax"):
         _config(opponent_pool={"size": 0, "minimax": 0.5})
+
+
+def test_seat_weights_give_the_learner_each_seat_in_proportion():
+    """opponent_pool.seat_weights=(1, 3): the learner sits in seat 1 (O) in three groups of four, one seat per group;
+    weights that cannot work are refused naming the key."""
+    from jaxmarl_llm.train.lm import seats as lm_seats
+
+    trainer = lm_rl.make_train(_config(num_envs=8, group_size=2, algo="grpo",
+                                       opponent_pool={"size": 1, "random": 0.5, "minimax": 0.5,
+                                                      "seat_weights": (1.0, 3.0)}))
+    seats = lm_seats.draw_seats(trainer.plan, jax.random.PRNGKey(0), np.arange(40000))
+    learner_seat = np.argmax(np.asarray(seats.learns), axis=1)  # [N]
+    assert (np.asarray(seats.learns).sum(axis=1) == 1).all()
+    assert abs(learner_seat.mean() - 0.75) < 0.015
+    assert (learner_seat.reshape(-1, 2)[:, 0] == learner_seat.reshape(-1, 2)[:, 1]).all()  # per group
+    with pytest.raises(ConfigError, match="config.opponent_pool.seat_weights"):
+        _config(opponent_pool={"size": 1, "seat_weights": (-1.0, 2.0)})
+    with pytest.raises(ConfigError, match="config.opponent_pool.seat_weights: one weight per seat"):
+        lm_rl.make_train(_config(opponent_pool={"size": 1, "seat_weights": (1.0, 1.0, 1.0)}))

@@ -102,7 +102,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # self-play against P frozen snapshots of the learner (0 = off); the oldest is replaced every K updates.
     # random / minimax: the share of groups whose opponent is that built-in player instead of a snapshot (a
     # league: the rest, 1 - random - minimax, face snapshots)
-    c.opponent_pool = ml_collections.ConfigDict({"size": 0, "refresh_every": 10, "random": 0.0, "minimax": 0.0})
+    # seat_weights: how often the learner takes each seat, e.g. (1, 2): O in two games of three (() = uniform)
+    c.opponent_pool = ml_collections.ConfigDict({"size": 0, "refresh_every": 10, "random": 0.0, "minimax": 0.0,
+                                                 "seat_weights": ()})
     c.seed = 0
     c.num_envs = 16  # episodes per update
     c.group_size = 4  # envs sharing a seed (GRPO/RLOO groups); 1 for PPO
@@ -242,6 +244,10 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
                  f"must be a share of groups in [0, 1], got {share!r}")
         _require(share == 0 or pool.size > 0, f"opponent_pool.{kind}",
                  "built-in opponents mix into a snapshot pool: set opponent_pool.size >= 1 (or use scripted_agents)")
+    weights = tuple(pool.get("seat_weights", ()))
+    _require(not weights or (pool.size > 0 and all(isinstance(w, (int, float)) and w >= 0 for w in weights)
+                             and sum(weights) > 0), "opponent_pool.seat_weights",
+             f"weights >= 0, not all 0, with a pool (opponent_pool.size >= 1) drawing the learner's seat; got {weights}")
     _require(sum(pool[kind] for kind in BUILTIN_PLAYERS) <= 1.0, "opponent_pool.random",
              f"opponent_pool.random + opponent_pool.minimax must be at most 1, got {pool.random} + {pool.minimax}")
 

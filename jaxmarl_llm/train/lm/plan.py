@@ -62,6 +62,7 @@ class Plan:
     pool_size: int  # P opponent snapshots (0: no self-play pool)
     refresh_every: int
     league: tuple[tuple[str, float], ...]  # pool groups facing a built-in player instead of a snapshot: (kind, share)
+    seat_weights: tuple[float, ...]  # [A] how often the learner takes each seat (with a pool); () = uniform
     # rollout and scoring
     incremental: bool  # KV cache kept across turns; an episode scored in one forward
     movers: int  # LM rows computed per env and turn (1 in turn-based games)

@@ -55,6 +55,9 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
     if (league or config.in_graph_eval.every) and not hasattr(env, "opponent_action"):
         key = "opponent_pool.random" if league else "in_graph_eval.every"
         raise ConfigError(f"config.{key}: {type(env).__name__} has no built-in players (`opponent_action`)")
+    if config.opponent_pool.get("seat_weights", ()) and len(config.opponent_pool.seat_weights) != a:
+        raise ConfigError(f"config.opponent_pool.seat_weights: one weight per seat ({a}), got "
+                          f"{tuple(config.opponent_pool.seat_weights)}")
     if pool_size:
         if a != 2 or scripted or config.frozen_agents or not config.share_policy:
             raise ConfigError("config.opponent_pool: self-play with a pool needs a two-seat game, share_policy=True, "
@@ -89,6 +92,7 @@ def seat_layout(config, num_agents: int, scripted: dict[int, str]) -> dict[str, 
         refresh_every=int(config.opponent_pool.refresh_every),
         league=tuple((kind, float(config.opponent_pool[kind])) for kind in BUILTIN_PLAYERS
                      if config.opponent_pool[kind] > 0),
+        seat_weights=tuple(float(w) for w in config.opponent_pool.get("seat_weights", ())),
     )
 
 
@@ -110,7 +114,11 @@ def draw_seats(plan: Plan, key: jax.Array, env_ids: jax.Array) -> Seats:
                      jnp.zeros((n,), jnp.int32))
     gid = env_ids // plan.group_size
     k_seat, k_snap = jax.random.split(key)
-    seat = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_seat, g), (), 0, a))(gid)
+    if plan.seat_weights:  # the learner's seat in proportion to the weights (more games in a harder seat)
+        p = jnp.asarray(plan.seat_weights, jnp.float32)
+        seat = jax.vmap(lambda g: jax.random.choice(jax.random.fold_in(k_seat, g), a, p=p / p.sum()))(gid)
+    else:
+        seat = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_seat, g), (), 0, a))(gid)
     snap = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_snap, g), (), 0, plan.pool_size))(gid)
     learns = jnp.arange(a)[None, :] == seat[:, None]  # [N, A]
     pick = jnp.where(learns, 0, plan.num_slots + snap[:, None]).astype(jnp.int32)
