@@ -17,13 +17,17 @@ the same recipe on a real model.
 Measured (seed 0, 2 shared Xeon cores): the warm start solves 0.49% of the held-out secrets; RL to update 520
 keeps sampled success at 0.8-1.4% (the first guess learns to bisect, the later ones do not read the answers):
 far from the 90% target; docs/results.md, "Free text from a format-only warm start", says what limits it.
-`env_kwargs.say_range=True` states the interval left after each answer.
+
+A curriculum by mixture, both stages with the same overrides: `--config.env_kwargs.sizes="(16, 64, 256, 1024)"`
+(each game's range drawn from these), `--config.env_kwargs.say_range=True` (the interval left, in words after
+each answer) with `--config.env_kwargs.capacity=352 --config.model.max_position_embeddings=368` (ten answers
+with their intervals overflow 256 tokens). Measured: held-out success on the full range 1.95% after 1500 updates.
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 # prompt 57 BPE tokens + 10 x (a guess <= 7 + end + an answer <= 5) fits 200; an invalid reply's answer is 24
-ENV = {"capacity": 256, "max_action_tokens": 8, "exact": True}
+ENV = {"capacity": 256, "max_action_tokens": 8, "exact": True, "sizes": (1024,), "say_range": False}
 MODEL = {"max_position_embeddings": 272}
 
 
