@@ -1,43 +1,11 @@
-"""Train from a config file:
-
-    python experiments/train.py --config=configs/spread_mlp.py
-    python experiments/train.py --config=configs/spread_mlp.py --config.lr=1e-3 --config.resume=True
-"""
-
-from __future__ import annotations
+"""`jaxmarl-train` from a source checkout: jaxmarl_llm/run/train_command.py has the command and its usage."""
 
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
-
-from jaxmarl_llm.parallel import multihost  # noqa: E402
-from jaxmarl_llm.run.cli import (check_overrides, fail, main_guard, maybe_init_distributed,  # noqa: E402
-                                  order_cpu_collectives)
-from jaxmarl_llm.run.entry import train_from_config  # noqa: E402
-
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file.", lock_config=True)
-
-
-@main_guard
-def main(argv):
-    if len(argv) > 1:
-        fail(f"unexpected arguments: {argv[1:]}")
-    if _CONFIG.value is None:
-        fail("--config=configs/NAME.py is required")
-    logging.set_verbosity(logging.WARNING)
-    order_cpu_collectives(_CONFIG.value)  # before jax starts its backend
-    maybe_init_distributed()
-    result = train_from_config(_CONFIG.value)
-    if not multihost.primary():  # one process of several: the primary reports the run
-        return
-    print({k: round(v, 4) if isinstance(v, float) else v for k, v in result["metrics"].items()})
-    print(f"outputs in {result['out_dir']}")
-
+from jaxmarl_llm.run.train_command import __doc__, run  # noqa: E402,F401 - absl's --help prints this module's doc
 
 if __name__ == "__main__":
-    check_overrides(sys.argv)
-    app.run(main)
+    run()

@@ -111,3 +111,32 @@ def test_a_mistake_is_one_line_status_2_and_changes_nothing(folders, case, scrip
     assert lines[0].startswith("error: ") and re.search(pattern, lines[0]), lines[0]
     assert after == before, f"{case}: files changed in {folders[untouched]}"
     assert not os.path.exists(folders["missing"]), "a refused command created a folder"
+
+
+# ---- the console commands (pyproject [project.scripts]) run the same code as experiments/*.py
+
+
+def _command(name: str) -> str:
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    assert os.path.exists(path), f"{name} is not installed beside {sys.executable}: pip install -e ."
+    return path
+
+
+@pytest.mark.parametrize("name,args,pattern", [
+    ("jaxmarl-train", [f"--config={SPREAD_MLP}", "--config.resume=yes"], r"config\.resume: .*'yes'"),
+    ("jaxmarl-eval", [f"--config={TTT}", "--episodes=0"], r"--episodes=0: play at least 1 episode"),
+    ("jaxmarl-sweep", [f"--config={SPREAD_MLP}", "--sweep.seeds=0"], r"--sweep\.seeds=0: at least 1 seed"),
+])
+def test_console_commands_refuse_a_mistake_in_one_line(tmp_path, name, args, pattern):
+    out = subprocess.run([_command(name), *args], capture_output=True, text=True, timeout=180, cwd=str(tmp_path))
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and re.search(pattern, lines[0]), (out.returncode, out.stderr)
+    assert os.listdir(tmp_path) == []
+
+
+def test_jaxmarl_train_runs_a_config(tmp_path):
+    out = subprocess.run([_command("jaxmarl-train"), f"--config={SPREAD_MLP}", f"--config.run.out_dir={tmp_path}/run",
+                          "--config.total_timesteps=8192", "--config.run.progress=False"],
+                         capture_output=True, text=True, timeout=180, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"outputs in {tmp_path}/run" in out.stdout and os.path.exists(tmp_path / "run" / "metrics.csv")

@@ -113,6 +113,19 @@ def _stop(message: str, status: int, at_once: bool = False) -> NoReturn:
     raise SystemExit(status) from None
 
 
+_PROGRAM = False  # set by run_program: this process is a command (experiments/*.py, jaxmarl-*), not a test
+
+
+def run_program(main) -> None:
+    """Run a command's `main` as the process's program (absl flags parsed from sys.argv): the entry of
+    experiments/*.py and of the console commands (jaxmarl-train, jaxmarl-eval, jaxmarl-sweep)."""
+    global _PROGRAM
+    _PROGRAM = True
+    from absl import app
+
+    app.run(main)
+
+
 def main_guard(fn):
     """Run fn(); turn the errors a user must act on into one line on stderr (the traceback under --verbose):
     config errors, env keywords an env refuses (envs/registry.py EnvArgumentError), model folders that do not match
@@ -123,9 +136,8 @@ def main_guard(fn):
     from jaxmarl_llm.models.hf import CheckpointError
     from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, MissingFileError, no_space_cause
 
-    script = fn.__module__ == "__main__"  # experiments/*.py run as a program, not a test calling main_guard
-
     def wrapped(argv):
+        script = _PROGRAM or fn.__module__ == "__main__"  # a command run as a program, not a test calling it
         if not verbose():
             absl_logging.get_absl_logger().addFilter(_THREAD_ERRORS)
             if script:

@@ -1,0 +1,181 @@
+"""Play N episodes of a trained (or base) LM against a chosen opponent; print rates and a few transcripts:
+
+    python experiments/eval.py --config=configs/tic_tac_toe.py --checkpoint=runs/tic_tac_toe --opponent=minimax
+    python experiments/eval.py --config=configs/tic_tac_toe.py --opponent=random --episodes=200 --temperature=1
+    python experiments/eval.py --config=configs/tic_tac_toe.py --checkpoint=runs/a --opponent=runs/b
+
+--checkpoint: a run directory of experiments/train.py (its latest checkpoint's adapter slot --slot); without it the
+player is the bare base model (`--config.model.checkpoint`, e.g. an SFT model). --opponent: random | minimax
+(the game's built-in players), base (the bare base model), self (the same adapter), or another run directory.
+Two-seat games alternate seats (half the episodes as each); one-seat games report the success rate.
+Games that count answers (twenty questions' `:lm` game) also print answer_accuracy: the share of the
+answers to listed questions that equal the oracle's, given by whichever seat answers in those games
+(in seat 0's games the opponent answers, in seat 1's the player):
+
+    python experiments/eval.py --config=configs/twenty_questions.py:lm \
+        --config.model.checkpoint=runs/sft_twenty_questions_lm/model --opponent=base --episodes=200
+
+--heldout instead plays the run's own greedy held-out evaluation (what `eval_episodes` reports after training:
+the run's seats, every secret once where the env lists them, `config.eval_episodes` of them when set) of the
+checkpoint's latest state or, without --checkpoint, of the starting model (update 0: before RL):
+
+    python experiments/eval.py --config=configs/twenty_questions.py:lm_scratch \
+        --config.model.checkpoint=runs/sft_twenty_questions_answerer/model --heldout
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import jax
+from absl import flags, logging
+from ml_collections import config_flags
+
+from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
+from jaxmarl_llm.evaluation import play
+from jaxmarl_llm.models import attention
+from jaxmarl_llm.run import trainers
+from jaxmarl_llm.run.checkpoints import Checkpoints
+from jaxmarl_llm.run.cli import check_overrides, fail, main_guard, order_cpu_collectives, run_program
+from jaxmarl_llm.run.runner import holds_checkpoints
+from jaxmarl_llm.train import lm_rl
+from jaxmarl_llm.train.config import validate_lm_rl
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file (an lm_rl config).", lock_config=True)
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "", "Run directory whose latest checkpoint is the player ('' = base model).")
+_SLOT = flags.DEFINE_integer("slot", 0, "Adapter slot of the checkpoint that plays.")
+_OPPONENT = flags.DEFINE_string("opponent", "random", "random | minimax | base | self | a run directory.")
+_EPISODES = flags.DEFINE_integer("episodes", 100, "Episodes (split evenly over the seats of a two-seat game).")
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "0 = greedy decoding; > 0 samples.")
+_TRANSCRIPTS = flags.DEFINE_integer("transcripts", 2, "Rendered games to print per seat.")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of resets, sampling and the scripted opponents.")
+_HELDOUT = flags.DEFINE_bool("heldout", False, "The run's own greedy held-out evaluation (as eval_episodes after "
+                             "training) of --checkpoint, or of the starting model without one; no matches.")
+
+
+OPPONENTS = (*BUILTIN_PLAYERS, "base", "self")  # or a run directory
+
+
+def check_run_dir(flag: str, run_dir: str) -> None:
+    """A run directory must hold a checkpoint before anything is built (or created in it)."""
+    if not os.path.isdir(run_dir):
+        fail(f"--{flag}={run_dir!r}: no such run directory (a run.out_dir of experiments/train.py)")
+    if not holds_checkpoints(run_dir):
+        fail(f"--{flag}={run_dir!r}: holds no checkpoint (expected {os.path.join(run_dir, 'checkpoints')}/<update>); "
+             "is it a run directory of experiments/train.py that saved one?")
+
+
+def check_flags() -> None:
+    """Every flag's mistake in one line (status 2), before the model is built."""
+    if _EPISODES.value < 1:
+        fail(f"--episodes={_EPISODES.value}: play at least 1 episode (a two-seat game splits them over the seats)")
+    if _TEMPERATURE.value < 0:
+        fail(f"--temperature={_TEMPERATURE.value}: 0 (greedy) or more")
+    if _TRANSCRIPTS.value < 0:
+        fail(f"--transcripts={_TRANSCRIPTS.value}: 0 or more")
+    if _CHECKPOINT.value:
+        check_run_dir("checkpoint", _CHECKPOINT.value)
+    if not _HELDOUT.value and _OPPONENT.value not in OPPONENTS:
+        if not os.path.isdir(_OPPONENT.value):
+            fail(f"--opponent={_OPPONENT.value!r}: expected {', '.join(OPPONENTS)} or a run directory")
+        check_run_dir("opponent", _OPPONENT.value)
+
+
+def restore_state(trainer, run_dir: str):
+    """The runner state of the latest checkpoint of `run_dir`."""
+    like = jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams)
+    ckpt = Checkpoints(os.path.join(run_dir, "checkpoints"))
+    try:
+        state = ckpt.restore(like)
+        print(f"restored {run_dir} at update {ckpt.latest_step()}")
+    finally:
+        ckpt.close()
+    return state
+
+
+def restore_adapter(trainer, run_dir: str, slot: int):
+    """(one adapter slot (no slot axis), the run's trained base or None) from the latest checkpoint of `run_dir`."""
+    state = restore_state(trainer, run_dir)
+    return jax.tree.map(lambda x: x[slot], state.trainable["lora"]), state.trainable.get("base")
+
+
+def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> play.Player:
+    if spec in BUILTIN_PLAYERS:
+        return play.Player(spec)
+    if trained_base and spec != "self":  # both seats of a match run one base
+        fail(f"--opponent={spec!r}: the checkpoint trained its base (train_base); play it against "
+                             "random, minimax or self")
+    if spec == "base":
+        return play.Player("lm", None)
+    if spec == "self":
+        return me
+    if os.path.isdir(spec):
+        lora, other_base = restore_adapter(trainer, spec, 0)
+        if other_base is not None:
+            fail(f"--opponent={spec!r} trained its base (train_base): it can only play random, "
+                                 "minimax or itself")
+        return play.Player("lm", lora)
+    fail(f"--opponent={spec!r}: expected random, minimax, base, self or a run directory")
+
+
+@main_guard
+def main(argv):
+    if len(argv) > 1:
+        fail(f"unexpected arguments: {argv[1:]}")
+    if _CONFIG.value is None:
+        fail("--config=configs/NAME.py is required")
+    logging.set_verbosity(logging.WARNING)
+    check_flags()
+    config = _CONFIG.value
+    order_cpu_collectives(config)  # a sharded base (mesh.fsdp > 1): --heldout plays sharded
+    validate_lm_rl(config)
+    trainer = lm_rl.make_train(config)
+    if _HELDOUT.value:
+        state = restore_state(trainer, _CHECKPOINT.value) if _CHECKPOINT.value else \
+            jax.jit(trainer.init)(jax.random.PRNGKey(config.seed), trainer.hparams)
+        result = trainers.heldout_eval(config, trainer, state)
+        print(f"{_CHECKPOINT.value or 'starting model'}, held-out greedy eval: "
+              + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
+        return
+    env = trainer.env
+    policy = play.with_temperature(trainer.policy, _TEMPERATURE.value)
+    lora, trained_base = restore_adapter(trainer, _CHECKPOINT.value, _SLOT.value) if _CHECKPOINT.value else (None, None)
+    me = play.Player("lm", lora)
+    base = trainer.base if trained_base is None else trained_base
+    key = jax.random.PRNGKey(_SEED.value)
+    if env.num_agents == 1:
+        seat_games = [(0, (me,))]
+    elif env.num_agents == 2:
+        other = opponent_player(trainer, _OPPONENT.value, me, trained_base is not None)
+        seat_games = [(0, (me, other)), (1, (other, me))]
+    else:
+        fail(f"{config.env_name} has {env.num_agents} seats; eval.py plays one- and two-seat games")
+    if _EPISODES.value < len(seat_games):
+        fail(f"--episodes={_EPISODES.value}: a two-seat game plays at least one episode in each seat (2)")
+    per_seat = _EPISODES.value // len(seat_games)
+    name = _CHECKPOINT.value or "base model"
+    print(f"{name} vs {_OPPONENT.value if env.num_agents > 1 else '(solo)'}: {per_seat} episodes per seat, "
+          f"temperature {_TEMPERATURE.value}")
+    totals = {}
+    for seat, players in seat_games:
+        match = play.make_match(env, policy, play.kinds(players), config.num_turns,
+                                compiler_options=attention.compiler_options(policy.cfg.attention_backend))
+        state, outcomes = match(jax.random.fold_in(key, seat), base, play.loras(players), per_seat)
+        stats = play.summarize(outcomes, seat)
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0.0) + float(v) * per_seat
+        print(f"seat {seat} ({env.agents[seat]}): " + ", ".join(f"{k} {float(v):.3f}" for k, v in stats.items()
+                                                                 if k != "episodes"))
+        for i in range(min(_TRANSCRIPTS.value, per_seat)):
+            print(f"----- seat {seat}, episode {i}: return {float(outcomes.ret[i, seat]):+.1f} -----")
+            print(env.render(state, index=i)[seat])
+    n = per_seat * len(seat_games)
+    print("overall: " + ", ".join(f"{k} {v / n:.3f}" for k, v in totals.items() if k != "episodes") + f" ({n} episodes)")
+
+
+
+def run() -> None:
+    """The command (`jaxmarl-eval`, experiments/eval.py): a config key the file lacks is named before flags parse."""
+    check_overrides(sys.argv)
+    run_program(main)
