@@ -41,4 +41,5 @@ def get_config(variant: str = ""):
     c.ent_coef = 0.05
     c.opponent_pool.update(size=1, random=0.5, minimax=0.5)  # the league: built-in players only
     c.in_graph_eval.update(every=250, episodes=400)
+    c.run.eval_targets = {"eval/random_loss": 0.05, "eval/minimax_draw": 0.8}
     return c

@@ -59,5 +59,7 @@ def get_config(variant: str = ""):
     c.ent_coef = 0.01  # keeps every seed from collapsing to a near-greedy policy (which stalls near -72)
     c.total_episodes = 16 * 1200  # 1200 updates, 480k env steps (docs/results.md: the wall time)
     c.run.out_dir = "runs/spread"
+    # the plot's reference lines: uniform random moves, JaxMARL's MLP IPPO after 10M steps (docs/results.md)
+    c.run.references = {"uniform random moves": -80.0, "JaxMARL MLP IPPO, 10M steps": -61.0}
     c.run.updates_per_chunk = 5
     return c

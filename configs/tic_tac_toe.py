@@ -67,4 +67,5 @@ def get_config(variant: str = ""):
         c.in_graph_eval.update(every=250, episodes=400)
         c.total_episodes = 32 * 3000
         c.run.out_dir = "runs/tic_tac_toe_scratch"
+        c.run.eval_targets = {"eval/random_loss": 0.05, "eval/minimax_draw": 0.8}
     return c

@@ -42,6 +42,12 @@ def load_config_file(path: str) -> ml_collections.ConfigDict:
     return module.get_config(variant) if sep else module.get_config()
 
 
+def config_name(argv: list[str]) -> str:
+    """`configs/NAME.py[:VARIANT]` as --config gave it, from the last `configs/` on ('' without --config)."""
+    path = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), "")
+    return path[path.rfind("configs/"):] if "configs/" in path else os.path.basename(path)
+
+
 def check_overrides(argv: list[str], flag: str = "config", defaults: ml_collections.ConfigDict | None = None) -> None:
     """Exit with a clear message when an override names a key the config file (or `defaults`, a flag defined by a
     ConfigDict, e.g. --sweep) does not have."""

@@ -13,6 +13,8 @@ import math
 import os
 from typing import Iterable, Mapping
 
+import numpy as np
+
 
 class MetricsLog:
     """Append-only rows of {name: float}, mirrored to TensorBoard when asked."""
@@ -99,21 +101,52 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def plot_curves(curves: Mapping[str, tuple[list[float], list[float]]], path: str, ylabel: str, title: str = "") -> str:
-    """One PNG with a line per (x, y) curve; returns its path."""
+def smooth_window(n: int) -> int:
+    """The moving-average window for a curve of n points: about a fiftieth of it (1 = no smoothing)."""
+    return max(1, n // 50)
+
+
+def moving_average(y, window: int) -> np.ndarray:
+    """Trailing mean over `window` points (fewer at the start); NaN points are skipped."""
+    y = np.asarray(y, np.float64)
+    ok = np.isfinite(y)
+    sums, counts = np.cumsum(np.where(ok, y, 0.0)), np.cumsum(ok)
+    lag = lambda c: np.concatenate([np.zeros(window), c[:-window]]) if window < len(c) else np.zeros(len(c))  # noqa: E731
+    count = counts - lag(counts)
+    return np.where(count > 0, (sums - lag(sums)) / np.maximum(count, 1), np.nan)
+
+
+def plot_curves(curves: Mapping[str, tuple[list[float], list[float]]], path: str, ylabel: str, title: str = "",
+                smooth: bool = False, references: Mapping[str, float] | None = None,
+                bands: Mapping[str, tuple[list[float], list[float]]] | None = None,
+                markers: bool = False) -> str:
+    """One PNG with a line per (x, y) curve; returns its path. `smooth`: a moving average over the faded raw line;
+    `references`: dashed horizontal lines, labelled (a random policy, a target, a peer's figure); `bands`: a
+    shaded (low, high) per curve; `markers`: points (sparse curves such as evaluations)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, (x, y) in curves.items():
-        ax.plot(x, y, label=label, linewidth=1.2)
+    for i, (label, (x, y)) in enumerate(curves.items()):
+        color = f"C{i % 10}"
+        window = smooth_window(len(y)) if smooth else 1
+        if window > 1:
+            ax.plot(x, y, color=color, linewidth=0.8, alpha=0.25)
+            ax.plot(x, moving_average(y, window), color=color, linewidth=1.5,
+                    label=f"{label} (mean of {window})" if len(curves) == 1 else label)
+        else:
+            ax.plot(x, y, color=color, linewidth=1.2, label=label, marker="o" if markers else None, markersize=3)
+        if bands and label in bands:
+            ax.fill_between(x, *bands[label], color=color, alpha=0.15, linewidth=0)
+    for i, (label, value) in enumerate((references or {}).items()):
+        ax.axhline(float(value), color="0.35", linestyle=(0, (4, 2 + 2 * i)), linewidth=1.0, label=label)
     ax.set_xlabel("env steps")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    if len(curves) > 1:
+    if len(curves) > 1 or references or smooth:
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -173,11 +173,11 @@ def config_differences(saved: dict[str, Any], now: dict[str, Any],
     (`model.checkpoint/<file>.<bytes|sha256>`) instead of their paths: a moved folder is the same model."""
     saved, now = dict(saved), dict(now)
     saved_fp, now_fp = saved.pop(FINGERPRINT_KEY, None), now.pop(FINGERPRINT_KEY, None)
-    flat_saved, flat_now = _flatten(saved), _flatten(now)
+    flat_saved, flat_now = flatten(saved), flatten(now)
     if saved_fp is not None and now_fp is not None:
         for flat, fingerprint in ((flat_saved, saved_fp), (flat_now, now_fp)):
             flat.pop("model.checkpoint", None)
-            flat.update({f"model.checkpoint/{key}": value for key, value in _flatten(fingerprint).items()})
+            flat.update({f"model.checkpoint/{key}": value for key, value in flatten(fingerprint).items()})
     keys = list(flat_now) + [key for key in flat_saved if key not in flat_now]
     missing = object()
     out = []
@@ -227,12 +227,12 @@ def check_same_run(config, out_dir: str, announce: bool = True) -> None:
                       "pass --config.resume_force=True to continue anyway")
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """{"a": {"b": 1}} -> {"a.b": 1}; lists are leaves; an empty group is a leaf ({})."""
     out: dict[str, Any] = {}
     for key, value in tree.items():
         if isinstance(value, dict) and value:
-            out.update(_flatten(value, f"{prefix}{key}."))
+            out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out

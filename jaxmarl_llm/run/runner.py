@@ -194,10 +194,14 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     if config.run.plot and log is not None:
         rows = read_csv(log.path)
         xs = [float(r["env_steps"]) for r in rows]
-        plot_curves({headline: (xs, [float(r[headline]) for r in rows])}, os.path.join(out_dir, "learning_curve.png"), headline)
+        title = f"{config.run.get('title') or os.path.basename(os.path.normpath(out_dir))}, seed {config.seed}"
+        plot_curves({headline: (xs, [float(r[headline]) for r in rows])}, os.path.join(out_dir, "learning_curve.png"),
+                    headline, title, smooth=True, references=dict(config.run.get("references", {})))
         evals = {name: _played(rows, name) for name in rows[-1] if name.startswith(EVAL_PREFIX) and "_seat" not in name}
-        if evals:  # in-graph evaluation: only the updates that played it
-            plot_curves(evals, os.path.join(out_dir, "eval_curve.png"), "rate (greedy games)")
+        if evals:  # in-graph evaluation, on its own panel: only the updates that played it
+            targets = {f"target {name}": value for name, value in dict(config.run.get("eval_targets", {})).items()}
+            plot_curves(evals, os.path.join(out_dir, "eval_curve.png"), "rate (greedy games)", title,
+                        references=targets, markers=True)
     return {"state": state, "metrics": last, "out_dir": out_dir}
 
 

@@ -12,8 +12,8 @@ from absl import logging
 from ml_collections import config_flags
 
 from jaxmarl_llm.parallel import multihost
-from jaxmarl_llm.run.cli import (check_overrides, fail, main_guard, maybe_init_distributed, order_cpu_collectives,
-                                  run_program)
+from jaxmarl_llm.run.cli import (check_overrides, config_name, fail, main_guard, maybe_init_distributed,
+                                  order_cpu_collectives, run_program)
 from jaxmarl_llm.run.entry import train_from_config
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file.", lock_config=True)
@@ -26,6 +26,8 @@ def main(argv):
     if _CONFIG.value is None:
         fail("--config=configs/NAME.py is required")
     logging.set_verbosity(logging.WARNING)
+    if not _CONFIG.value.run.get("title", "x"):  # the plots say which config (and variant) drew them
+        _CONFIG.value.run.title = config_name(sys.argv)
     order_cpu_collectives(_CONFIG.value)  # before jax starts its backend
     maybe_init_distributed()
     result = train_from_config(_CONFIG.value)

@@ -27,12 +27,16 @@ def _require(ok: bool, key: str, message: str) -> None:
         raise ConfigError(f"config.{key}: {message}")
 
 
+FREE_FORM = ("env_kwargs", "script_kwargs", "references", "eval_targets")  # groups whose keys the config names
+
+
 def check_keys(config: ml_collections.ConfigDict, schema: ml_collections.ConfigDict, prefix: str = "") -> None:
-    """Every key of `config` must exist in `schema` (env_kwargs / script_kwargs: checked by the env / teacher)."""
+    """Every key of `config` must exist in `schema` (env_kwargs / script_kwargs: checked by the env / teacher;
+    run.references / run.eval_targets: labels and metrics, numbers checked by check_run)."""
     for key in config.keys():
         path = f"{prefix}{key}"
         _require(key in schema, path, f"unknown key; valid keys here: {', '.join(sorted(schema.keys()))}")
-        if isinstance(schema[key], ml_collections.ConfigDict) and key not in ("env_kwargs", "script_kwargs"):
+        if isinstance(schema[key], ml_collections.ConfigDict) and key not in FREE_FORM:
             _require(isinstance(config[key], ml_collections.ConfigDict), path, "must be a group of keys")
             check_keys(config[key], schema[key], prefix=f"{path}.")
 
@@ -163,6 +167,10 @@ def check_run(config: ml_collections.ConfigDict) -> None:
              "(tpu_scripts/install.sh --bucket BUCKET mounts it at /gcs/BUCKET) and pass "
              "--config.run.out_dir=/gcs/BUCKET/runs/NAME")
     check_positive_ints(config.run, ("updates_per_chunk", "checkpoint_every", "keep_checkpoints"), prefix="run.")
+    for group in ("references", "eval_targets"):  # the plots' lines
+        for label, value in dict(config.run.get(group, {})).items():
+            _require(isinstance(value, (int, float)) and not isinstance(value, bool), f"run.{group}.{label}",
+                     f"must be a number (a line on the plot), got {value!r}")
     _require(isinstance(config.run.overwrite, bool), "run.overwrite",
              f"must be True or False, got {config.run.overwrite!r}")
     resume = parse_resume(config.resume)

@@ -150,10 +150,13 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # device_memory_gib: the memory one device may use (0: detected: an accelerator's limit, a CPU's share of RAM);
     # a run whose memory plan exceeds it is refused at start-up with the setting that would fit
     c.mesh = ml_collections.ConfigDict({"num_devices": 0, "fsdp": 1, "device_memory_gib": 0.0})
-    # overwrite: True lets a fresh run delete the earlier run's checkpoints and metrics in out_dir (else refused)
+    # overwrite: True lets a fresh run delete the earlier run's checkpoints and metrics in out_dir (else refused);
+    # plots: `title` (the train command sets the config file and variant), `references` {label: value} dashed on
+    # the learning curve, `eval_targets` {eval metric: value} on the evaluation curves
     c.run = ml_collections.ConfigDict(
         {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
-         "overwrite": False, "tensorboard": True, "plot": True, "progress": True}
+         "overwrite": False, "tensorboard": True, "plot": True, "progress": True, "title": "",
+         "references": {}, "eval_targets": {}}
     )
     c.resume = ""
     c.resume_force = False  # True: resume even when this config differs from the run's config.json

@@ -48,6 +48,8 @@ def mlp_ppo_defaults() -> ml_collections.ConfigDict:
             "tensorboard": True,
             "plot": True,
             "progress": True,
+            "title": "",  # the plots' title (the train command sets the config file and variant)
+            "references": {},  # {label: value}: dashed lines on the learning curve
         }
     )
     c.stop = stop_defaults()  # divergence bounds, 0 = off (config/common.py STOP_METRICS; run/runner.py)
