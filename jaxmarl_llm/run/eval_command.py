@@ -36,9 +36,8 @@ from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
 from jaxmarl_llm.evaluation import play
 from jaxmarl_llm.models import attention
 from jaxmarl_llm.run import trainers
-from jaxmarl_llm.run.checkpoints import Checkpoints
 from jaxmarl_llm.run.cli import check_overrides, fail, main_guard, order_cpu_collectives, run_program
-from jaxmarl_llm.run.runner import holds_checkpoints
+from jaxmarl_llm.run.run_dirs import check_run_dir, restore_adapter, restore_state
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import validate_lm_rl
 
@@ -57,15 +56,6 @@ _HELDOUT = flags.DEFINE_bool("heldout", False, "The run's own greedy held-out ev
 OPPONENTS = (*BUILTIN_PLAYERS, "base", "self")  # or a run directory
 
 
-def check_run_dir(flag: str, run_dir: str) -> None:
-    """A run directory must hold a checkpoint before anything is built (or created in it)."""
-    if not os.path.isdir(run_dir):
-        fail(f"--{flag}={run_dir!r}: no such run directory (a run.out_dir of experiments/train.py)")
-    if not holds_checkpoints(run_dir):
-        fail(f"--{flag}={run_dir!r}: holds no checkpoint (expected {os.path.join(run_dir, 'checkpoints')}/<update>); "
-             "is it a run directory of experiments/train.py that saved one?")
-
-
 def check_flags() -> None:
     """Every flag's mistake in one line (status 2), before the model is built."""
     if _EPISODES.value < 1:
@@ -80,24 +70,6 @@ def check_flags() -> None:
         if not os.path.isdir(_OPPONENT.value):
             fail(f"--opponent={_OPPONENT.value!r}: expected {', '.join(OPPONENTS)} or a run directory")
         check_run_dir("opponent", _OPPONENT.value)
-
-
-def restore_state(trainer, run_dir: str):
-    """The runner state of the latest checkpoint of `run_dir`."""
-    like = jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams)
-    ckpt = Checkpoints(os.path.join(run_dir, "checkpoints"))
-    try:
-        state = ckpt.restore(like)
-        print(f"restored {run_dir} at update {ckpt.latest_step()}")
-    finally:
-        ckpt.close()
-    return state
-
-
-def restore_adapter(trainer, run_dir: str, slot: int):
-    """(one adapter slot (no slot axis), the run's trained base or None) from the latest checkpoint of `run_dir`."""
-    state = restore_state(trainer, run_dir)
-    return jax.tree.map(lambda x: x[slot], state.trainable["lora"]), state.trainable.get("base")
 
 
 def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> play.Player:
