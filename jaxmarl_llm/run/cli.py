@@ -42,6 +42,17 @@ def load_config_file(path: str) -> ml_collections.ConfigDict:
     return module.get_config(variant) if sep else module.get_config()
 
 
+def command_config(argv: list[str], config: ml_collections.ConfigDict | None) -> ml_collections.ConfigDict:
+    """A config-driven command's config, after refusing stray arguments and a missing --config (one line each,
+    status 2); absl's logging quietened to warnings."""
+    if len(argv) > 1:
+        fail(f"unexpected arguments: {argv[1:]}")
+    if config is None:
+        fail("--config=configs/NAME.py is required")
+    absl_logging.set_verbosity(absl_logging.WARNING)
+    return config
+
+
 def config_name(argv: list[str]) -> str:
     """`configs/NAME.py[:VARIANT]` as --config gave it, from the last `configs/` on ('' without --config)."""
     path = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), "")

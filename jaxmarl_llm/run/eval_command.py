@@ -29,14 +29,14 @@ import os
 import sys
 
 import jax
-from absl import flags, logging
+from absl import flags
 from ml_collections import config_flags
 
 from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
 from jaxmarl_llm.evaluation import play
 from jaxmarl_llm.models import attention
 from jaxmarl_llm.run import trainers
-from jaxmarl_llm.run.cli import check_overrides, fail, main_guard, order_cpu_collectives, run_program
+from jaxmarl_llm.run.cli import check_overrides, command_config, fail, main_guard, order_cpu_collectives, run_program
 from jaxmarl_llm.run.run_dirs import check_run_dir, restore_adapter, restore_state
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import validate_lm_rl
@@ -93,13 +93,8 @@ def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> 
 
 @main_guard
 def main(argv):
-    if len(argv) > 1:
-        fail(f"unexpected arguments: {argv[1:]}")
-    if _CONFIG.value is None:
-        fail("--config=configs/NAME.py is required")
-    logging.set_verbosity(logging.WARNING)
+    config = command_config(argv, _CONFIG.value)
     check_flags()
-    config = _CONFIG.value
     order_cpu_collectives(config)  # a sharded base (mesh.fsdp > 1): --heldout plays sharded
     validate_lm_rl(config)
     trainer = lm_rl.make_train(config)

@@ -17,12 +17,12 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import flags, logging
+from absl import flags
 from ml_collections import config_flags
 
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.evaluation import play
-from jaxmarl_llm.run.cli import check_overrides, fail, main_guard, run_program
+from jaxmarl_llm.run.cli import check_overrides, command_config, fail, main_guard, run_program
 from jaxmarl_llm.run.run_dirs import check_run_dir, restore_adapter
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import validate_lm_rl
@@ -71,16 +71,11 @@ def one_reply(env, seat: int, tokens: list[int]) -> TextAction:
 
 @main_guard
 def main(argv):
-    if len(argv) > 1:
-        fail(f"unexpected arguments: {argv[1:]}")
-    if _CONFIG.value is None:
-        fail("--config=configs/NAME.py is required")
+    config = command_config(argv, _CONFIG.value)
     if _TEMPERATURE.value < 0:
         fail(f"--temperature={_TEMPERATURE.value}: 0 (greedy) or more")
     if _CHECKPOINT.value:
         check_run_dir("checkpoint", _CHECKPOINT.value)
-    logging.set_verbosity(logging.WARNING)
-    config = _CONFIG.value
     validate_lm_rl(config)
     trainer = lm_rl.make_train(config)
     env = trainer.env

@@ -217,11 +217,11 @@ def check_same_run(config, out_dir: str, announce: bool = True) -> None:
         return
     listed = "; ".join(differences[:SHOWN]) + (f"; and {len(differences) - SHOWN} more" if len(differences) > SHOWN
                                                else "")
+    record = HISTORY_FILE + "'s last entry" if read_history(out_dir) else CONFIG_FILE
     if force:
         _warn(announce, f"warning: resume_force=True: {out_dir} continues with a config that differs from its "
-                        f"{CONFIG_FILE}: {listed}")
+                        f"{record}: {listed}")
         return
-    record = HISTORY_FILE + "'s last entry" if read_history(out_dir) else CONFIG_FILE
     raise ConfigError(f"config.resume: {out_dir} was started with a different config ({record}): {listed}; "
                       "resume with the run's settings (only the budget, run.* and eval_episodes may change), or "
                       "pass --config.resume_force=True to continue anyway")

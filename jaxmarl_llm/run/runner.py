@@ -31,7 +31,7 @@ from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
 from jaxmarl_llm.parallel.peak import peak_flops
 from jaxmarl_llm.run.checkpoints import Checkpoints
 from jaxmarl_llm.run.metrics_log import MetricsLog, plot_curves, read_csv
-from jaxmarl_llm.run.run_identity import (CONFIG_FILE, HISTORY_FILE, check_same_run, config_differences,
+from jaxmarl_llm.run.run_identity import (CONFIG_FILE, HISTORY_FILE, SHOWN, check_same_run, config_differences,
                                           current_record, record_resume, run_record, write_run_record)
 from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
 
@@ -217,7 +217,7 @@ def _restore(config, ckpt: Checkpoints, like: Any, step: int, out_dir: str) -> A
             differences = []
         if not differences:
             raise
-        raise ConfigError(f"{err}; this config differs from the run's in {'; '.join(differences[:5])}") from None
+        raise ConfigError(f"{err}; this config differs from the run's in {'; '.join(differences[:SHOWN])}") from None
 
 
 def _close_all(*files) -> None:

@@ -9,12 +9,11 @@ import os
 import sys
 
 import ml_collections
-from absl import logging
 from ml_collections import config_flags
 
 from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.run import entry
-from jaxmarl_llm.run.cli import check_overrides, fail, main_guard, maybe_init_distributed, run_program
+from jaxmarl_llm.run.cli import check_overrides, command_config, fail, main_guard, maybe_init_distributed, run_program
 from jaxmarl_llm.run.run_lock import RunLock
 from jaxmarl_llm.run.sweep import SWEEP_TABLE, format_table, make_grid, parse_values, run_sweep
 
@@ -43,12 +42,7 @@ def define_flags() -> None:
 
 @main_guard
 def main(argv):
-    if _FLAGS["config"].value is None:
-        fail("--config=configs/NAME.py is required")
-    if len(argv) > 1:
-        fail(f"unexpected arguments: {argv[1:]}")
-    logging.set_verbosity(logging.WARNING)
-    config, sweep = _FLAGS["config"].value, _FLAGS["sweep"].value
+    config, sweep = command_config(argv, _FLAGS["config"].value), _FLAGS["sweep"].value
     if sweep.seeds < 1:
         fail(f"--sweep.seeds={sweep.seeds}: at least 1 seed per setting")
     overrides = {k: parse_values(sweep[k], k) for k in _SWEEPABLE if str(sweep[k]).strip()}

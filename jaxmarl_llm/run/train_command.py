@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import sys
 
-from absl import logging
 from ml_collections import config_flags
 
 from jaxmarl_llm.parallel import multihost
-from jaxmarl_llm.run.cli import (check_overrides, config_name, fail, main_guard, maybe_init_distributed,
+from jaxmarl_llm.run.cli import (check_overrides, command_config, config_name, main_guard, maybe_init_distributed,
                                   order_cpu_collectives, run_program)
 from jaxmarl_llm.run.entry import train_from_config
 
@@ -21,16 +20,12 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.p
 
 @main_guard
 def main(argv):
-    if len(argv) > 1:
-        fail(f"unexpected arguments: {argv[1:]}")
-    if _CONFIG.value is None:
-        fail("--config=configs/NAME.py is required")
-    logging.set_verbosity(logging.WARNING)
-    if not _CONFIG.value.run.get("title", "x"):  # the plots say which config (and variant) drew them
-        _CONFIG.value.run.title = config_name(sys.argv)
-    order_cpu_collectives(_CONFIG.value)  # before jax starts its backend
+    config = command_config(argv, _CONFIG.value)
+    if not config.run.get("title", "x"):  # the plots say which config (and variant) drew them
+        config.run.title = config_name(sys.argv)
+    order_cpu_collectives(config)  # before jax starts its backend
     maybe_init_distributed()
-    result = train_from_config(_CONFIG.value)
+    result = train_from_config(config)
     if not multihost.primary():  # one process of several: the primary reports the run
         return
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in result["metrics"].items()})

@@ -100,6 +100,7 @@ class GuessNumber(TextEnv):
         self.exact = bool(exact)  # a reply must be `Guess: N` and nothing more (parsing.parse_int's `exact`)
         self.say_range = bool(say_range)
         self.sizes = tuple(int(n) for n in sizes)
+        self.one_range = self.sizes == (NUM_VALUES,)  # the one game: its prompt is in the starting buffer
         if not self.sizes or any(not 2 <= n <= NUM_VALUES for n in self.sizes):
             raise ValueError(f"sizes: each range size must be in 2..{NUM_VALUES}, got {sizes!r}")
         if self.say_range:  # only then: a word tokenizer's vocabulary is every text the env encodes when built
@@ -109,7 +110,7 @@ class GuessNumber(TextEnv):
         self.guesses = self._action_table([f"Guess: {n}" for n in range(NUM_VALUES)])
         self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
         said = [self.range_words.width, self.numbers.width] if self.say_range else []
-        if self.sizes == (NUM_VALUES,):  # one constant prompt in the starting buffer
+        if self.one_range:  # one constant prompt in the starting buffer
             self._setup([self.codec.encode(PROMPT.format(top=NUM_VALUES - 1, turns=max_turns))], [self.feedback.width, *said])
         else:  # the prompt of the episode's range is appended at reset; the last row is the full range's
             rows = [*self.sizes, NUM_VALUES]
@@ -122,7 +123,7 @@ class GuessNumber(TextEnv):
         return TextParams(max_steps=self.max_turns)
 
     def reset(self, key, params=None):
-        if self.sizes == (NUM_VALUES,):
+        if self.one_range:
             return self.reset_to(jax.random.choice(key, self.secrets))
         k_size, k_secret = jax.random.split(key)
         row = jax.random.randint(k_size, (), 0, len(self.sizes))
@@ -135,10 +136,10 @@ class GuessNumber(TextEnv):
         return self._fresh(secret, len(self.sizes))
 
     def _fresh(self, secret: jax.Array, row) -> tuple:
-        size = jnp.int32(NUM_VALUES) if self.sizes == (NUM_VALUES,) else self.size_of_row[row]
+        size = jnp.int32(NUM_VALUES) if self.one_range else self.size_of_row[row]
         state = GuessNumberState(**self._base_state(jnp.ones((1,), bool)), secret=jnp.asarray(secret, jnp.int32),
                                  low=jnp.int32(0), high=size - 1, size=size)
-        if self.sizes != (NUM_VALUES,):
+        if not self.one_range:
             state = self._append_table(state, self.prompts, jnp.reshape(row, (1,)))
         return self.get_obs(state), state
 
