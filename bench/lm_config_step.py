@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 from jaxmarl_llm.parallel import mesh as mesh_lib  # noqa: E402
 from jaxmarl_llm.run import entry  # noqa: E402
 from jaxmarl_llm.run.cli import load_config_file  # noqa: E402
+from jaxmarl_llm.train.lm.episode_sample import take_episodes  # noqa: E402
 
 
 def main():
@@ -40,6 +41,7 @@ def main():
         t0 = time.perf_counter()
         state, metrics = step(state, trainer.hparams)
         metrics = jax.device_get(metrics)
+        take_episodes(metrics)  # the sampled episodes (transcripts) are not metrics
         times.append(time.perf_counter() - t0)
         label = "compile + update" if i == 0 else "update"
         print(f"{label} {i + 1}: {times[-1]:.3f} s",

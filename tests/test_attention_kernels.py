@@ -17,6 +17,7 @@ import pytest
 
 from jaxmarl_llm.models import attention, config, lora as L, sampling, transformer
 from jaxmarl_llm.models.kernels import cudnn_attention, decode_attention, flash_attention, pallas_attention
+from jaxmarl_llm.train.lm.episode_sample import take_episodes
 
 TOL = {jnp.float32: 1e-5, jnp.bfloat16: 2e-2}
 FLASH, DECODE = 0, 1 << 30  # decode_max_rows that force the flash / the decode forward kernel
@@ -391,7 +392,9 @@ def tic_tac_toe_update(backend: str) -> dict[str, float]:
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(c.seed), trainer.hparams), mesh,
                          trainer.state_specs)
     _, metrics = chunk_fn(trainer, mesh, 1)(state, trainer.hparams)
-    return {k: float(np.asarray(v)[0]) for k, v in jax.device_get(metrics).items()}
+    metrics = jax.device_get(metrics)
+    take_episodes(metrics)  # the sampled episodes (transcripts) are not metrics
+    return {k: float(np.asarray(v)[0]) for k, v in metrics.items()}
 
 
 def test_tic_tac_toe_update_runs_on_pallas_and_equals_xla():

@@ -35,6 +35,8 @@ import jax
 import numpy as np
 import pytest
 
+from jaxmarl_llm.train.lm.episode_sample import take_episodes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "trainers.json")
 UPDATES = 3
@@ -147,7 +149,9 @@ def run_golden(name: str, config) -> dict:
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(config.seed), trainer.hparams), mesh,
                          trainer.state_specs)
     state, metrics = chunk_fn(trainer, mesh, UPDATES)(state, trainer.hparams)
-    metrics = {k: [float(v) for v in np.asarray(jax.device_get(m)).reshape(-1)] for k, m in metrics.items()}
+    metrics = jax.device_get(metrics)
+    take_episodes(metrics)  # the sampled episodes (transcripts) are not metrics
+    metrics = {k: [float(v) for v in np.asarray(m).reshape(-1)] for k, m in metrics.items()}
     # the MLP trainer's runner state has no `trainable`: all of its `params` train
     trainable = state.trainable if hasattr(state, "trainable") else state.params
     return {"metrics": metrics, "trainable": _checksum(trainable)}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install jaxmarl_llm with its test extra.
+# Create .venv (if missing) and install jaxmarl_llm with its test extra; with the test extra, also Debian's
+# headless Chromium and its driver (tests/test_transcript_log.py reads transcripts.html in it) where missing.
 # Idempotent and quick when nothing changed: a stamp of the inputs skips pip.
 # torch is installed first and pinned, so nothing later pulls a CUDA build.
 set -euo pipefail
@@ -11,6 +12,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.setup-stamp
 want="$(cat pyproject.toml constraints.txt tools/setup.sh | sha256sum | cut -d' ' -f1) $EXTRAS"
+if [[ "$EXTRAS" == *test* ]] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver > /dev/null
+  else
+    echo "setup: no /usr/bin/chromium: install Debian's chromium and chromium-driver for the page test" >&2
+  fi
+fi
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi

@@ -49,7 +49,8 @@ def _train(config) -> dict:
         plan = spec.check_memory(config, trainer)
         if multihost.primary():  # its last entry is the peak estimate
             print(f"memory plan: {list(plan.values())[-1] / 2**30:.2f} GiB per device (train/lm/memory.py)")
-    result = run_training(config, trainer, chunk_fn, steps, headline, trainable=spec.trainable)
+    describe = spec.transcripts(config, trainer) if spec.transcripts is not None else None
+    result = run_training(config, trainer, chunk_fn, steps, headline, trainable=spec.trainable, describe=describe)
     return after_training(config, trainer, result)
 
 

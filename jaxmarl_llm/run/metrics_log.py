@@ -64,6 +64,11 @@ class MetricsLog:
                     if name not in ("update", "env_steps") and value == value:  # NaN: not measured this update
                         self.tb.add_scalar(name, float(value), step)
 
+    def text(self, tag: str, text: str, step: int) -> None:
+        """A block of markdown (the sampled transcripts) in TensorBoard's text tab at `step` (env steps)."""
+        if self.tb is not None:
+            self.tb.add_text(tag, text, step)
+
     def close(self) -> None:
         if self.tb is not None:
             self.tb.close()

@@ -30,15 +30,17 @@ from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, no_s
 from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
 from jaxmarl_llm.parallel.peak import peak_flops
 from jaxmarl_llm.run.checkpoints import Checkpoints
+from jaxmarl_llm.run import transcript_log, wandb_log
 from jaxmarl_llm.run.metrics_log import MetricsLog, plot_curves, read_csv
 from jaxmarl_llm.run.run_identity import (CONFIG_FILE, HISTORY_FILE, SHOWN, check_same_run, config_differences,
                                           current_record, record_resume, run_record, write_run_record)
 from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
+from jaxmarl_llm.train.lm.episode_sample import take_episodes
 
 
 # what a run writes into run.out_dir (an SFT / DPO export, model/ and adapter/, is rewritten at the end)
 RUN_OUTPUTS = ("checkpoints", "metrics.csv", "tb", "learning_curve.png", "eval_curve.png", "eval.json", CONFIG_FILE,
-               HISTORY_FILE)
+               HISTORY_FILE, transcript_log.JSONL, transcript_log.PAGE, "wandb", wandb_log.RUN_ID_FILE)
 
 
 def resume_dir(config) -> str | None:
@@ -109,13 +111,16 @@ def _say(line: str) -> None:
 
 
 def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, headline: str = "team_return",
-                 trainable: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+                 trainable: Callable[[Any], Any] | None = None,
+                 describe: Callable[[int, dict], list[dict]] | None = None) -> dict[str, Any]:
     """Train to `trainer.num_updates`, resuming when asked; returns the final state and last metrics.
 
     A resume first checks that `config` is the config the run continues with (run/run_identity.py, else
     ConfigError before any file changes) and, once restored, appends any change to config_history.jsonl.
     `trainable(state)`: the trained parameters, whose norm config.stop.max_param_norm_growth bounds (default: the
-    accessor run/trainers.py registers for config.trainer). A divergence raises DivergenceError (module doc).
+    accessor run/trainers.py registers for config.trainer). `describe(update, episodes)`: the trainer's records of
+    the episodes an update returned beside its metrics (run/transcript_log.py), written every
+    run.transcripts_every updates. A divergence raises DivergenceError (module doc).
     Under several processes (parallel/multihost.py) every process runs this loop and saves checkpoints; only the
     primary writes config.json, metrics.csv, TensorBoard and the plots, and draws the bar."""
     out_dir = prepare_out_dir(config)
@@ -137,6 +142,9 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             record_resume(out_dir, run_record(config), start)
     log = (MetricsLog(out_dir, tensorboard=config.run.tensorboard, resume_from_update=start if start else None)
            if multihost.primary() else None)
+    wandb = (wandb_log.WandbLog(config.run, out_dir, config.to_dict(), resumed=bool(start))
+             if multihost.primary() and config.run.get("wandb", False) else None)
+    transcripts = _transcripts(config, out_dir, describe, start, steps_per_update, log, wandb)
 
     guard = Guard(config.get("guard")) if multihost.primary() else Guard()  # warnings: once, by the primary
     stop = Stop(config.get("stop"), _trainable_of(config, trainable), state, start)
@@ -153,6 +161,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             t0 = time.perf_counter()
             state, metrics = compiled[k](state, hp)
             metrics = jax.device_get(metrics)
+            episodes = take_episodes(metrics)  # {field: [k, ...]}: the sampled episodes (transcripts), not rows
             seconds = time.perf_counter() - t0
             sps = k * steps_per_update / seconds  # the chunk's throughput, on each of its rows
             rows = []
@@ -167,8 +176,12 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
                 rows = rows[: crossed[0] + 1]
             update += len(rows)
             chunks_done += 1
-            if log is not None:
-                log.write(rows)
+            for i, row in enumerate(rows):  # row by row: W&B's steps only grow, transcripts sit at their update
+                for sink in (log, wandb):
+                    if sink is not None:
+                        sink.write([row])
+                if transcripts is not None and episodes:
+                    transcripts.write(int(row["update"]), {name: v[i] for name, v in episodes.items()})
             guard.check(rows)
             last = rows[-1]
             if bar is not None:
@@ -189,7 +202,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     finally:
         if bar is not None:
             bar.close()
-        _close_all(log, ckpt)
+        _close_all(log, ckpt, wandb)
 
     if config.run.plot and log is not None:
         rows = read_csv(log.path)
@@ -203,6 +216,24 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             plot_curves(evals, os.path.join(out_dir, "eval_curve.png"), "rate (greedy games)", title,
                         references=targets, markers=True)
     return {"state": state, "metrics": last, "out_dir": out_dir}
+
+
+def _transcripts(config, out_dir: str, describe, start: int, steps_per_update: int, log, wandb):
+    """The run's TranscriptLog (the primary's, when the trainer describes episodes and run.transcripts_every > 0),
+    its markdown also to TensorBoard's text tab (at env steps, as the scalars) and to W&B (at the update)."""
+    every = int(config.run.get("transcripts_every", 0))
+    if describe is None or not every or not multihost.primary():
+        return None
+
+    def text(tag: str, markdown: str, update: int) -> None:
+        if log is not None:
+            log.text(tag, markdown, update * steps_per_update)
+        if wandb is not None:
+            wandb.text(tag, markdown, update)
+
+    title = config.run.get("title") or os.path.basename(os.path.normpath(out_dir))
+    return transcript_log.TranscriptLog(out_dir, describe, every, f"{title}, seed {config.seed}", text,
+                                        start if start else None)
 
 
 def _restore(config, ckpt: Checkpoints, like: Any, step: int, out_dir: str) -> Any:

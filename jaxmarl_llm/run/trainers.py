@@ -6,6 +6,7 @@
     chunk = sharded_chunk(trainer, mesh, K)      # one compiled chunk of K updates, the same for every trainer
     spec.steps_per_update(config), spec.headline(config)   # what the runner counts and plots
     spec.trainable(state)                        # the trained parameters (config.stop.max_param_norm_growth)
+    spec.transcripts(config, trainer)            # decodes the episodes an update returns (transcripts.jsonl)
     result = spec.after_training(config, trainer, result)  # exports, held-out evaluation
 
 Adding a trainer = its module (make_train), its config module (defaults + validator) and one line below.
@@ -14,6 +15,7 @@ experiments/*.py, run/entry.py and evaluation/evaluate.py never branch on the ki
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -24,6 +26,7 @@ from jaxmarl_llm.parallel import multihost
 from jaxmarl_llm.train import dpo, lm_rl, mlp_ppo, sft
 from jaxmarl_llm.train.config import validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft
 from jaxmarl_llm.train.lm import memory
+from jaxmarl_llm.train.lm.episode_sample import episode_records
 
 
 def _keep(config, trainer, result: dict) -> dict:
@@ -50,6 +53,9 @@ class TrainerSpec(NamedTuple):
     # (config, trainer) -> the run's memory plan per device ({entry: bytes}, the peak last); ConfigError at
     # start-up when it exceeds a device's memory
     check_memory: Callable[[Any, Any], dict] | None = None
+    # (config, trainer) -> describe(update, episodes) -> records: the episodes an update returns beside its metrics,
+    # decoded for the run's transcripts (run/transcript_log.py); None: the trainer shows none
+    transcripts: Callable[[Any, Any], Callable[[int, dict], list[dict]] | None] | None = None
 
 
 # ---- after-training hooks -----------------------------------------------------------------------
@@ -119,6 +125,14 @@ def _lm_headline(config) -> str:
     return "team_return" if config.env_name == "text/tokenized_mpe" else "episode_return"
 
 
+def _lm_transcripts(config, trainer) -> Callable[[int, dict], list[dict]] | None:
+    """LM RL: the sampled episodes' records (train/lm/episode_sample.py), when the run keeps some."""
+    if not trainer.plan.transcript_episodes:
+        return None
+    whole = bool(getattr(trainer.env, "appends_actions", False))  # else the final transcript is the last observation
+    return functools.partial(episode_records, trainer.plan, trainer.tokenizer, tuple(trainer.env.agents), whole)
+
+
 # ---- the registry -------------------------------------------------------------------------------
 
 TRAINERS: dict[str, TrainerSpec] = {
@@ -127,7 +141,8 @@ TRAINERS: dict[str, TrainerSpec] = {
     # env_steps: env steps the rollout scans (num_envs x num_turns; an episode that ends early counts them all)
     "lm_rl": TrainerSpec(validate_lm_rl, lm_rl.make_train, lambda c: c.num_envs * c.num_turns, _lm_headline,
                          _eval_if_asked, slot_seat_weights,
-                         check_memory=lambda config, trainer: memory.check_fits(trainer, config)),
+                         check_memory=lambda config, trainer: memory.check_fits(trainer, config),
+                         transcripts=_lm_transcripts),
     "sft": TrainerSpec(validate_sft, sft.make_train, lambda c: c.num_envs, _sft_headline, _export_sft,
                        shared_seat_weights),
     # env_steps counts preference pairs

@@ -42,6 +42,7 @@ from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
 from jaxmarl_llm.train.config.lm_rl import parse_agent_map
 from jaxmarl_llm.train.lm import memory
+from jaxmarl_llm.train.lm.episode_sample import sample_episodes
 from jaxmarl_llm.train.lm import seats as lm_seats
 from jaxmarl_llm.train.lm.paths import RolloutPath, rollout_path
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan
@@ -123,6 +124,7 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         lora_lr_ratio=float(config.lora.lr_ratio), train_base=bool(config.train_base),
         eval_every=int(config.in_graph_eval.every), eval_episodes=int(config.in_graph_eval.episodes),
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
+        transcript_episodes=int(config.run.transcript_episodes) if int(config.run.transcripts_every) > 0 else 0,
     )
     rollout_path(plan).check(plan, plan.num_envs)  # minibatch settings that cannot cut this run's episodes
     return plan
@@ -253,6 +255,8 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
     # tokens/s and MFU; minibatches skipped for want of signal (all-zero advantages) scored nothing
     metrics.update(update_work(plan, path.rows, policy.cfg, turns, train_turns, axis_name,
                                metrics.get("scored", 1.0)))
+    if plan.transcript_episodes:  # a few of this update's episodes, for the run's transcripts (run/transcript_log.py)
+        metrics.update(sample_episodes(plan, turns, seats, final_tokens, env_ids, axis_name))
     if algo_state is not None:  # a stateful estimator's per-role state (RAE: each role's running mean return)
         metrics.update({f"baseline_agent{a}": algo_state[a] for a in range(plan.num_agents)})
     step = state.update_step + 1

@@ -19,7 +19,7 @@ from jaxmarl_llm.errors import ConfigError  # a leaf module: trainers raise it w
 
 __all__ = ["ConfigError", "check_keys", "check_env_name", "check_positive_ints", "check_positive", "check_non_negative",
            "check_eval_episodes", "check_one_update", "check_mesh", "check_fsdp", "check_model_checkpoint", "check_run",
-           "parse_resume", "stop_defaults", "check_stop", "STOP_METRICS"]
+           "parse_resume", "stop_defaults", "check_stop", "STOP_METRICS", "wandb_defaults", "check_wandb"]
 
 
 def _require(ok: bool, key: str, message: str) -> None:
@@ -178,6 +178,36 @@ def check_run(config: ml_collections.ConfigDict) -> None:
              "overwrite=True deletes the earlier run and starts fresh; it cannot be combined with config.resume")
     _require(isinstance(config.get("resume_force", False), bool), "resume_force",
              f"must be True or False, got {config.get('resume_force')!r}")
+    for key in ("transcripts_every", "transcript_episodes"):
+        if key in config.run:
+            value = config.run[key]
+            _require(isinstance(value, int) and not isinstance(value, bool) and value >= 0, f"run.{key}",
+                     f"must be a count >= 0 (0 = no transcripts), got {value!r}")
+    if "wandb" in config.run:
+        check_wandb(config.run)
+
+
+WANDB_MODES = ("auto", "online", "offline")
+
+
+def wandb_defaults() -> dict:
+    """The run group's Weights & Biases keys: off; project, entity and run name (""= the run folder's name);
+    mode "auto" = online when WANDB_API_KEY is set, else offline (no network needed; `wandb sync` uploads later)."""
+    return {"wandb": False, "wandb_project": "jaxmarl_llm", "wandb_entity": "", "wandb_name": "", "wandb_mode": "auto"}
+
+
+def check_wandb(run: ml_collections.ConfigDict) -> None:
+    """run.wandb is a bool; its mode is known; with wandb on, the package is installed (else one line now, not a
+    traceback after compiling)."""
+    _require(isinstance(run.wandb, bool), "run.wandb", f"must be True or False, got {run.wandb!r}")
+    _require(run.wandb_mode in WANDB_MODES, "run.wandb_mode",
+             f"must be one of {', '.join(WANDB_MODES)}, got {run.wandb_mode!r}")
+    if run.wandb:
+        import importlib.util
+
+        _require(importlib.util.find_spec("wandb") is not None, "run.wandb",
+                 "True needs the wandb package, which is not installed: pip install wandb "
+                 "(or pip install 'jaxmarl_llm[wandb]')")
 
 
 # config.stop: bounds past which a run is diverging; the run loop (run/runner.py) stops before it saves the chunk

@@ -51,6 +51,7 @@ def dpo_defaults() -> ml_collections.ConfigDict:
     c.stop = stop_defaults("max_param_norm_growth")  # no approx_kl / value_loss to bound (config/common.py)
     c.run = copy.deepcopy(rl.run)
     c.run.out_dir = "runs/dpo"
+    del c.run.transcripts_every, c.run.transcript_episodes  # no sampled episodes to show (lm_rl's)
     c.resume = ""
     c.resume_force = False  # True: resume even when this config differs from the run's config.json
     return c

@@ -14,7 +14,8 @@ from jaxmarl_llm.algos.masked import Aggregation
 from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_fsdp, check_mesh, check_model_checkpoint, check_one_update, check_positive,
-                                             check_positive_ints, check_run, check_stop, stop_defaults)
+                                             check_positive_ints, check_run, check_stop, stop_defaults,
+                                             wandb_defaults)
 
 
 def parse_agent_map(value) -> dict[int, str]:
@@ -152,11 +153,16 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict({"num_devices": 0, "fsdp": 1, "device_memory_gib": 0.0})
     # overwrite: True lets a fresh run delete the earlier run's checkpoints and metrics in out_dir (else refused);
     # plots: `title` (the train command sets the config file and variant), `references` {label: value} dashed on
-    # the learning curve, `eval_targets` {eval metric: value} on the evaluation curves
+    # the learning curve, `eval_targets` {eval metric: value} on the evaluation curves;
+    # transcripts: `transcript_episodes` of the episodes of update 1 and of every `transcripts_every`-th update
+    # (0 = none), as training sampled them, to transcripts.jsonl, TensorBoard's text tab and transcripts.html;
+    # wandb: also log to Weights & Biases (pip install wandb; `wandb_mode` "auto" is online when WANDB_API_KEY
+    # is set, else offline: `wandb sync <out_dir>/wandb/offline-run-*` uploads it later)
     c.run = ml_collections.ConfigDict(
         {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
          "overwrite": False, "tensorboard": True, "plot": True, "progress": True, "title": "",
-         "references": {}, "eval_targets": {}}
+         "references": {}, "eval_targets": {}, "transcripts_every": 100, "transcript_episodes": 4,
+         **wandb_defaults()}
     )
     c.resume = ""
     c.resume_force = False  # True: resume even when this config differs from the run's config.json

@@ -7,7 +7,7 @@ import ml_collections
 from jaxmarl_llm.envs import registry
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_keys, check_mesh,
                                              check_positive, check_positive_ints, check_run, check_stop,
-                                             stop_defaults)
+                                             stop_defaults, wandb_defaults)
 
 
 def mlp_ppo_defaults() -> ml_collections.ConfigDict:
@@ -50,6 +50,7 @@ def mlp_ppo_defaults() -> ml_collections.ConfigDict:
             "progress": True,
             "title": "",  # the plots' title (the train command sets the config file and variant)
             "references": {},  # {label: value}: dashed lines on the learning curve
+            **wandb_defaults(),  # run.wandb=True: also to Weights & Biases (config/common.py wandb_defaults)
         }
     )
     c.stop = stop_defaults()  # divergence bounds, 0 = off (config/common.py STOP_METRICS; run/runner.py)

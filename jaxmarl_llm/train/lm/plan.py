@@ -91,6 +91,8 @@ class Plan:
     eval_episodes: int = 0
     eval_opponents: tuple[str, ...] = ()
     eval_seed: int = 0
+    # transcripts: this many of each update's episodes are returned beside its metrics (train/lm/episode_sample.py)
+    transcript_episodes: int = 0
 
     @property
     def num_lm(self) -> int:
