@@ -27,7 +27,8 @@ with their intervals overflow 256 tokens). Measured: held-out success on the ful
 from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 # prompt 57 BPE tokens + 10 x (a guess <= 7 + end + an answer <= 5) fits 200; an invalid reply's answer is 24
-ENV = {"capacity": 256, "max_action_tokens": 8, "exact": True, "sizes": (1024,), "say_range": False}
+ENV = {"capacity": 256, "max_action_tokens": 8, "exact": True, "sizes": (1024,), "say_range": False,
+       "bonus": "found"}  # bonus: what info_bonus pays (envs/text/guess_number.py): the bits found, or "expected"
 MODEL = {"max_position_embeddings": 272}
 
 

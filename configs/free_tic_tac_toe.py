@@ -17,15 +17,18 @@ tokens); `tokenizer` is the games' BPE folder (jaxmarl_llm/assets/games_bpe, too
 as a checkpoint's tokenizer is. `--config.model.checkpoint=<HF folder>
 --config.tokenizer=<HF folder>` runs the same recipe on a real model (docs/byo_checkpoint.md);
 `--config.model.preset=qwen3-0.6b --config.model.checkpoint=` on that architecture with random weights.
-Measured (seed 0, Intel Xeon, 2 shared cores): the warm start loses 36.8% against random and draws 30.3% against
-minimax (random play: 43.7%, 12.7%); RL to update 3000 (44 min): 9.3% losses (as X 1.5%, as O 17%) and 86.2%
-draws, 0.57% of sampled replies unparsable (docs/results.md, "Free text from a format-only warm start").
+Measured (seed 0, Intel Xeon, 2 shared cores): the warm start loses 45.0% against random and draws 25.5% against
+minimax (random play: 43.7%, 12.7%); RL to update 3000 (60 min): 4.0% losses (as X 0.5%, as O 7.5%) and 88.7%
+draws on the in-graph evaluation's 400 games, 6.2% and 89.9% on 4000 fresh ones, 0.06% of sampled replies
+unparsable (docs/results.md, "Free text from a format-only warm start").
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 ENV = {"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False, "exact": True}
-MODEL = {"max_position_embeddings": 64}  # a row is at most 40 + 8 + 1 tokens
+# a row is at most 40 + 8 + 1 tokens; width 128 (2 layers, 8 heads of 16): at width 64 the learner as O stayed at
+# 15-20% losses against random however long it trained (docs/results.md)
+MODEL = {"max_position_embeddings": 64, "hidden_size": 128, "intermediate_size": 256, "num_heads": 8}
 
 
 def get_config(variant: str = ""):

@@ -268,6 +268,40 @@ def test_twenty_questions_guess_last_leaves_only_guesses_on_the_last_turn():
         _, s, *_ = env.step(jax.random.PRNGKey(0), s, env.ask_action(jnp.int32(turn)))
 
 
+def test_guess_number_expected_bonus_is_the_mean_over_the_possible_secrets_by_brute_force():
+    """bonus="expected": each guess earns b x the bits it removes averaged over every secret the answers so far
+    allow (counted here by brute force), the same whatever the true secret; the midpoint earns the most; a guess
+    outside the interval or a refused reply earns nothing extra."""
+    b = 0.5
+    env, plain = GuessNumber(split="all", info_bonus=b, bonus="expected"), GuessNumber(split="all")
+    step, step0 = jax.jit(env.step), jax.jit(plain.step)
+
+    def brute(low, high, g):
+        secrets = np.arange(low, high + 1)
+        left = np.where(secrets < g, g - low, np.where(secrets > g, high - g, 0))  # what each answer leaves
+        n = len(secrets)
+        return np.mean([np.log2(n) - (np.log2(m) if m else 0.0) for m in left]) / 10 if low <= g <= high else 0.0
+
+    for secret, low, high in ((700, 0, 1023), (700, 513, 767), (5, 3, 9), (9, 9, 9)):
+        for g in sorted({low, high, (low + high) // 2, min(high + 3, 1023), max(low - 1, 0), 700}):
+            _, s = env.reset_to(secret)
+            s = s.replace(low=jnp.int32(low), high=jnp.int32(high))
+            _, s0 = plain.reset_to(secret)
+            s0 = s0.replace(low=jnp.int32(low), high=jnp.int32(high))
+            action = env.guess_action(jnp.int32(g))
+            r, r0 = step(jax.random.PRNGKey(0), s, action).reward, step0(jax.random.PRNGKey(0), s0, action).reward
+            np.testing.assert_allclose(float(r[0] - r0[0]), b * brute(low, high, g), atol=1e-6, err_msg=str((low, high, g)))
+    _, s = env.reset_to(700)
+    _, s0 = plain.reset_to(700)
+    worth = jax.vmap(lambda g: step(jax.random.PRNGKey(0), s, env.guess_action(g)).reward[0]
+                     - step0(jax.random.PRNGKey(0), s0, env.guess_action(g)).reward[0])(jnp.arange(1024))
+    assert int(np.argmax(np.asarray(worth))) in (511, 512)  # the midpoints of 0..1023
+    bad = TextAction(jnp.asarray([[env.codec.pad_id] * env.max_action_tokens]), jnp.asarray([0]))
+    assert step(jax.random.PRNGKey(0), s, bad).reward.tolist() == [-1.0]
+    with pytest.raises(ValueError, match="bonus must be one of"):
+        GuessNumber(bonus="maybe")
+
+
 def test_guess_number_info_bonus_is_the_interval_bits_by_brute_force():
     """info_bonus: each guess earns b x the bits it removes from the secrets the answers allow (counted here by
     brute force over 0..1023); binary search's rounds find all 10 bits; an invalid guess earns nothing extra."""

@@ -23,6 +23,9 @@ transcript.
 secrets still possible (the interval the answers so far allow), (log2 |before| - log2 |after|) / log2 1024; the
 correct guess removes what is left. A round's bonus is b x the share of the 10 bits it found, at most b. Bisection
 is the guess that removes the most in expectation, so the bonus grades each guess by the skill a win needs.
+`bonus="expected"` pays instead the bits the guess removes in expectation over the secrets the answers so far
+allow (`expected_bits_removed`): the same total for bisection, but a function of the split alone, not of the
+secret, so a policy cannot earn it by fitting where the training secrets lie.
 
 `sizes=(16, 64, 256, 1024)` is a curriculum by mixture: each episode draws its range 0..n-1 uniformly from
 `sizes` (the prompt says which; the secret is a training secret below n; the bonus counts bits of that range, so
@@ -50,6 +53,7 @@ PROMPT = (
 RANGE_WORDS = ("It is from ", " to ", ".\n")  # say_range: the interval the answers so far leave
 FEEDBACK = ("\nToo high.\n", "\nToo low.\n", "\nCorrect!\n", "\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\n")
 TOO_HIGH, TOO_LOW, CORRECT, INVALID = range(4)
+BONUSES = ("found", "expected")  # info_bonus grades a guess by the bits its answer removed, or removes in expectation
 
 
 def secret_split(test_fraction: float = 0.2, seed: int = 0) -> dict[str, np.ndarray]:
@@ -64,6 +68,23 @@ def interval_bits_removed(low, high, new_low, new_high, found, size=NUM_VALUES) 
     """[] float32: log2 of the interval's size before, less after (0 once found), over log2 `size` (the range)."""
     bits = lambda lo, hi: jnp.log2(jnp.maximum(hi - lo + 1, 1).astype(jnp.float32))
     return (bits(low, high) - jnp.where(found, 0.0, bits(new_low, new_high))) / bits(0, size - 1)
+
+
+def expected_bits_removed(low, high, guess, ok, size=NUM_VALUES) -> jax.Array:
+    """[] float32: the bits a guess removes in expectation over the secrets still possible (uniform in [low, high]),
+    over log2 `size`: an answer leaves the m secrets on one side of the guess (probability m / n, log2 n - log2 m
+    bits) or finds it (1 / n, all log2 n). Largest at the interval's midpoint, 0 outside it or for a refused reply;
+    it does not depend on the secret, so it grades the split itself, never where the secrets happen to lie."""
+    n = jnp.maximum(high - low + 1, 1).astype(jnp.float32)
+    log_n = jnp.log2(n)
+
+    def side(m):  # the share of secrets that leave m behind, times the bits that removes
+        m = m.astype(jnp.float32)
+        return jnp.where(m > 0, m / n * (log_n - jnp.log2(jnp.maximum(m, 1.0))), 0.0)
+
+    inside = ok & (guess >= low) & (guess <= high)
+    expected = side(guess - low) + side(high - guess) + log_n / n
+    return jnp.where(inside, expected, 0.0) / jnp.log2(jnp.float32(size))
 
 
 @struct.dataclass
@@ -88,6 +109,7 @@ class GuessNumber(TextEnv):
         exact: bool = False,
         say_range: bool = False,
         sizes: tuple[int, ...] = (NUM_VALUES,),
+        bonus: str = "found",
     ):
         super().__init__(tokenizer, ("guesser",), capacity, max_action_tokens)
         splits = secret_split(test_fraction, seed)
@@ -97,6 +119,9 @@ class GuessNumber(TextEnv):
         self.secrets = jnp.asarray(splits[split], jnp.int32)
         self.max_turns = int(max_turns)
         self.info_bonus = float(info_bonus)
+        if bonus not in BONUSES:
+            raise ValueError(f"bonus must be one of {sorted(BONUSES)}, got {bonus!r}")
+        self.bonus = bonus
         self.exact = bool(exact)  # a reply must be `Guess: N` and nothing more (parsing.parse_int's `exact`)
         self.say_range = bool(say_range)
         self.sizes = tuple(int(n) for n in sizes)
@@ -152,9 +177,11 @@ class GuessNumber(TextEnv):
         reward = jnp.where(correct, 1.0, jnp.where(ok, 0.0, -1.0))[None]
         low = jnp.where(outcome == TOO_LOW, jnp.maximum(state.low, value + 1), state.low)
         high = jnp.where(outcome == TOO_HIGH, jnp.minimum(state.high, value - 1), state.high)
-        if self.info_bonus:
+        if self.info_bonus and self.bonus == "found":
             reward = reward + self.info_bonus * interval_bits_removed(state.low, state.high, low, high, correct,
                                                                       state.size)
+        elif self.info_bonus:  # "expected": the split's worth, whatever the secret
+            reward = reward + self.info_bonus * expected_bits_removed(state.low, state.high, value, ok, state.size)
         new = self._append(state, tokens, length)
         new = self._append_table(new, self.feedback, outcome[None])
         if self.say_range:  # "It is from 513 to 1023." after a wrong guess
