@@ -21,7 +21,10 @@ far from the 90% target; docs/results.md, "Free text from a format-only warm sta
 A curriculum by mixture, both stages with the same overrides: `--config.env_kwargs.sizes="(16, 64, 256, 1024)"`
 (each game's range drawn from these), `--config.env_kwargs.say_range=True` (the interval left, in words after
 each answer) with `--config.env_kwargs.capacity=352 --config.model.max_position_embeddings=368` (ten answers
-with their intervals overflow 256 tokens). Measured: held-out success on the full range 1.95% after 1500 updates.
+with their intervals overflow 256 tokens). Measured: held-out success on the full range 1.95% after 1500 updates;
+with `--config.env_kwargs.bonus=expected` (each guess paid the bits it removes in expectation over the secrets
+still possible, not those of the actual secret) 1.46%: the guesses leave the stated interval after two or three
+answers (the run's transcripts.jsonl).
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults
