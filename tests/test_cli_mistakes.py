@@ -68,6 +68,10 @@ CASES = [
       "--config.env_kwargs.num_agents=4", *SMALL],
      r"checkpoint .*/run/checkpoints/10 does not fit this config's runner state \(saved -> now\): "
      r"params\.actor\.net\.layers\.0\.kernel\.value: \(18, 64\) -> \(24, 64\)", "run", False),
+    ("a resume of a folder that holds no run (a misspelled name)", "train",
+     [f"--config={SPREAD_MLP}", "--config.run.out_dir={missing}", "--config.resume=True", *SMALL],
+     r"config\.resume: no run in '.*/missing' \(no config\.json, no checkpoint\) to continue; check the folder's name",
+     "base", False),
     ("eval: no episodes", "eval", [f"--config={TTT}", "--episodes=0"], r"--episodes=0: play at least 1 episode",
      "base", False),
     ("eval: a negative episode count", "eval", [f"--config={TTT}", "--episodes=-5"], r"--episodes=-5: play at least",

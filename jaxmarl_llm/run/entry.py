@@ -35,6 +35,8 @@ def train_from_config(config) -> dict:
     """Train, holding the run folder's lock (run/run_lock.py) from before the first look at the folder to after
     its last file (the config is validated first: a run folder that cannot be one is refused before it is made)."""
     spec_of(config).validate(config)
+    if resume_dir(config) is not None:  # a folder with no run in it is refused before the lock makes the folder
+        check_same_run(config, resume_dir(config), announce=False)
     with RunLock(resume_dir(config) or config.run.out_dir, jax.process_index()):
         return _train(config)
 

@@ -209,6 +209,10 @@ def check_same_run(config, out_dir: str, announce: bool = True) -> None:
         _warn(announce, f"warning: {path} is unreadable ({err}); resume_force=True: continuing, it is rewritten")
         return
     if saved is None:
+        checkpoints = os.path.join(out_dir, "checkpoints")
+        if not (os.path.isdir(checkpoints) and os.listdir(checkpoints)):  # a misspelled folder: nothing to continue
+            raise ConfigError(f"config.resume: no run in {out_dir!r} (no {CONFIG_FILE}, no checkpoint) to continue; "
+                              "check the folder's name, or start a fresh run without --config.resume")
         _warn(announce, f"warning: {out_dir} has no {CONFIG_FILE} (a run from before runs recorded their config); "
                         "resuming without checking that this config is the run's")
         return
