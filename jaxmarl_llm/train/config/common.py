@@ -166,6 +166,9 @@ def check_run(config: ml_collections.ConfigDict) -> None:
              f"{config.run.out_dir!r} is a URL; run folders are file paths: mount the bucket on every host "
              "(tpu_scripts/install.sh --bucket BUCKET mounts it at /gcs/BUCKET) and pass "
              "--config.run.out_dir=/gcs/BUCKET/runs/NAME")
+    out_dir = str(config.run.out_dir)
+    _require(not os.path.exists(out_dir) or os.path.isdir(out_dir), "run.out_dir",
+             f"{out_dir!r} is a file, not a folder; choose another --config.run.out_dir")
     check_positive_ints(config.run, ("updates_per_chunk", "checkpoint_every", "keep_checkpoints"), prefix="run.")
     for group in ("references", "eval_targets"):  # the plots' lines
         for label, value in dict(config.run.get(group, {})).items():
