@@ -136,3 +136,4 @@ def _name(path: tuple) -> str:
 
 def _folder_bytes(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(base, name)) for base, _, names in os.walk(folder) for name in names)
+

@@ -35,16 +35,14 @@ def train_from_config(config) -> dict:
     """Train, holding the run folder's lock (run/run_lock.py) from before the first look at the folder to after
     its last file (the config is validated first: a run folder that cannot be one is refused before it is made)."""
     spec_of(config).validate(config)
-    if resume_dir(config) is not None:  # a folder with no run in it is refused before the lock makes the folder
-        check_same_run(config, resume_dir(config), announce=False)
+    if resume_dir(config) is not None:  # a folder with no run, or another run's, is refused before the lock makes
+        check_same_run(config, resume_dir(config), announce=False)  # the folder (run_training checks again, and warns)
     with RunLock(resume_dir(config) or config.run.out_dir, jax.process_index()):
         return _train(config)
 
 
 def _train(config) -> dict:
     check_fresh_out_dir(config)  # before building: an occupied run folder is refused in seconds, not after compiling
-    if resume_dir(config) is not None:  # likewise a resume with another config (run_training checks again, and warns)
-        check_same_run(config, resume_dir(config), announce=False)
     trainer, chunk_fn, steps, headline = build(config)
     spec = spec_of(config)
     if spec.check_memory is not None:  # before compiling: a run that cannot fit is refused in seconds

@@ -79,7 +79,7 @@ def replies(env, rows: dict[int, list[int]]) -> TextAction:
     return TextAction(jnp.asarray(ids), jnp.asarray(length))
 
 
-def keep(env, keeper: Keeper, state, reply: str):
+def keep(keeper: Keeper, state, reply: str):
     """The person answers the agent's move as the env's keeper would: the state with the env's secret set to
     that answer (asked again while it contradicts the earlier ones); None at end of input. A reply the env
     refuses is not asked about (the env says why)."""
@@ -153,7 +153,7 @@ def main(argv):
             p = float(np.exp(np.asarray(out.logprobs[0])[:n].sum()))
             print(f"agent ({env.agents[seat]}): {env.tokenizer.decode(rows[seat])!r}  (p = {p:.3f})", flush=True)
             if keeper is not None:
-                state = keep(env, keeper, state, env.tokenizer.decode(rows[seat]))
+                state = keep(keeper, state, env.tokenizer.decode(rows[seat]))
                 if state is None:
                     print("\nend of input: game left unfinished")
                     return

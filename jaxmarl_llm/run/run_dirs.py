@@ -9,7 +9,7 @@ import jax
 
 from jaxmarl_llm.run.checkpoints import Checkpoints
 from jaxmarl_llm.run.cli import fail
-from jaxmarl_llm.run.runner import holds_checkpoints
+from jaxmarl_llm.run.run_identity import holds_checkpoints
 
 
 def check_run_dir(flag: str, run_dir: str) -> None:

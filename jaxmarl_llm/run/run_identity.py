@@ -209,8 +209,7 @@ def check_same_run(config, out_dir: str, announce: bool = True) -> None:
         _warn(announce, f"warning: {path} is unreadable ({err}); resume_force=True: continuing, it is rewritten")
         return
     if saved is None:
-        checkpoints = os.path.join(out_dir, "checkpoints")
-        if not (os.path.isdir(checkpoints) and os.listdir(checkpoints)):  # a misspelled folder: nothing to continue
+        if not holds_checkpoints(out_dir):  # a misspelled folder: nothing to continue
             raise ConfigError(f"config.resume: no run in {out_dir!r} (no {CONFIG_FILE}, no checkpoint) to continue; "
                               "check the folder's name, or start a fresh run without --config.resume")
         _warn(announce, f"warning: {out_dir} has no {CONFIG_FILE} (a run from before runs recorded their config); "
@@ -266,3 +265,10 @@ def _show(value: Any, missing: object) -> str:
 def _warn(announce: bool, line: str) -> None:
     if announce:
         print(line, file=sys.stderr, flush=True)
+
+
+def holds_checkpoints(out_dir: str) -> bool:
+    """Whether `out_dir` holds an earlier run's complete checkpoints (a finished, killed or diverged run); orbax's
+    temporary folder of a save that did not finish (a kill, a full disk) is not one."""
+    directory = os.path.join(out_dir, "checkpoints")
+    return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))

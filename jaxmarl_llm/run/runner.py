@@ -33,7 +33,8 @@ from jaxmarl_llm.run.checkpoints import Checkpoints
 from jaxmarl_llm.run import transcript_log, wandb_log
 from jaxmarl_llm.run.metrics_log import MetricsLog, plot_curves, read_csv
 from jaxmarl_llm.run.run_identity import (CONFIG_FILE, HISTORY_FILE, SHOWN, check_same_run, config_differences,
-                                          current_record, record_resume, run_record, write_run_record)
+                                          current_record, holds_checkpoints, record_resume, run_record,
+                                          write_run_record)
 from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
 from jaxmarl_llm.train.lm.episode_sample import take_episodes
 
@@ -49,13 +50,6 @@ def resume_dir(config) -> str | None:
     if resume is False:
         return None
     return config.run.out_dir if resume is True else resume
-
-
-def holds_checkpoints(out_dir: str) -> bool:
-    """Whether `out_dir` holds an earlier run's complete checkpoints (a finished, killed or diverged run); orbax's
-    temporary folder of a save that did not finish (a kill, a full disk) is not one."""
-    directory = os.path.join(out_dir, "checkpoints")
-    return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
 
 
 def check_fresh_out_dir(config) -> None:
@@ -176,10 +170,11 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
                 rows = rows[: crossed[0] + 1]
             update += len(rows)
             chunks_done += 1
-            for i, row in enumerate(rows):  # row by row: W&B's steps only grow, transcripts sit at their update
-                for sink in (log, wandb):
-                    if sink is not None:
-                        sink.write([row])
+            if log is not None:
+                log.write(rows)
+            for i, row in enumerate(rows):  # row by row: W&B's steps only grow, a row's transcripts sit at its step
+                if wandb is not None:
+                    wandb.write([row])
                 if transcripts is not None and episodes:
                     transcripts.write(int(row["update"]), {name: v[i] for name, v in episodes.items()})
             guard.check(rows)
@@ -207,7 +202,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     if config.run.plot and log is not None:
         rows = read_csv(log.path)
         xs = [float(r["env_steps"]) for r in rows]
-        title = f"{config.run.get('title') or os.path.basename(os.path.normpath(out_dir))}, seed {config.seed}"
+        title = _title(config, out_dir)
         plot_curves({headline: (xs, [float(r[headline]) for r in rows])}, os.path.join(out_dir, "learning_curve.png"),
                     headline, title, smooth=True, references=dict(config.run.get("references", {})))
         evals = {name: _played(rows, name) for name in rows[-1] if name.startswith(EVAL_PREFIX) and "_seat" not in name}
@@ -231,9 +226,12 @@ def _transcripts(config, out_dir: str, describe, start: int, steps_per_update: i
         if wandb is not None:
             wandb.text(tag, markdown, update)
 
-    title = config.run.get("title") or os.path.basename(os.path.normpath(out_dir))
-    return transcript_log.TranscriptLog(out_dir, describe, every, f"{title}, seed {config.seed}", text,
-                                        start if start else None)
+    return transcript_log.TranscriptLog(out_dir, describe, every, _title(config, out_dir), text, start if start else None)
+
+
+def _title(config, out_dir: str) -> str:
+    """The plots' and the transcripts page's title: run.title (the config file and variant) or the folder, the seed."""
+    return f"{config.run.get('title') or os.path.basename(os.path.normpath(out_dir))}, seed {config.seed}"
 
 
 def _restore(config, ckpt: Checkpoints, like: Any, step: int, out_dir: str) -> Any:

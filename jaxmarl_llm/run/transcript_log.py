@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any, Callable, Iterable
 
-from jaxmarl_llm.run.transcript_page import write_page
+from jaxmarl_llm.run.transcript_page import number, write_page
 
 JSONL = "transcripts.jsonl"
 PAGE = "transcripts.html"
@@ -44,14 +44,10 @@ def markdown(records: Iterable[dict]) -> str:
         rows = ["| turn | seat | reply | reward | log-prob | value |", "|---|---|---|---|---|---|"]
         for t in r["turns"]:
             reply = t["reply"].replace("|", "\\|").replace("\n", " ")
-            rows.append(f"| {t['turn']} | {t['name']} | `{reply}` | {t['reward']:+.3g} | {_num(t['logprob'])} | "
-                        f"{_num(t['value'])} |")
+            rows.append(f"| {t['turn']} | {t['name']} | `{reply}` | {t['reward']:+.3g} | {number(t['logprob'])} | "
+                        f"{number(t['value'])} |")
         parts.append(f"**episode {r['episode']}**: {seats}\n\n" + "\n".join(rows))
     return "\n\n".join(parts)
-
-
-def _num(x: float | None) -> str:
-    return "" if x is None else f"{x:.3g}"
 
 
 class TranscriptLog:

@@ -63,7 +63,8 @@ def _colour(seat: int) -> str:
     return SEAT_COLOURS[seat % len(SEAT_COLOURS)]
 
 
-def _num(x: float | None) -> str:
+def number(x: float | None) -> str:
+    """A log-prob or value as the table shows it; "" where there is none (a built-in player's move)."""
     return "" if x is None else f"{x:.3g}"
 
 
@@ -80,7 +81,7 @@ def card(record: dict) -> str:
         f"<tr class='turn seat-{t['seat']}{' format-error' if t.get('format_error') else ''}'>"
         f"<td style='border-color:{_colour(t['seat'])}'>{t['turn']}</td><td>{e(t['name'])}</td>"
         f"<td><code>{e(t['reply'])}</code>{' (unparsable)' if t.get('format_error') else ''}</td>"
-        f"<td>{t['reward']:+.3g}</td><td>{_num(t['logprob'])}</td><td>{_num(t['value'])}</td></tr>"
+        f"<td>{t['reward']:+.3g}</td><td>{number(t['logprob'])}</td><td>{number(t['value'])}</td></tr>"
         for t in record["turns"])
     return (f"<div class='card' data-update='{int(record['update'])}' data-episode='{int(record['episode'])}'>"
             f"<h2>update {int(record['update'])} &middot; episode {int(record['episode'])}: {head}</h2>{seats}"

@@ -54,10 +54,6 @@ class WandbLog:
         """A block of text at `update` (the transcripts' markdown), as W&B's HTML panel shows it."""
         self.run.log({tag: self._html(f"<pre>{html.escape(text)}</pre>")}, step=int(update))
 
-    @property
-    def directory(self) -> str:
-        return self.run.dir
-
     def close(self) -> None:
         self.run.finish()
 

@@ -42,8 +42,8 @@ from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
 from jaxmarl_llm.train.config.lm_rl import parse_agent_map
 from jaxmarl_llm.train.lm import memory
-from jaxmarl_llm.train.lm.episode_sample import sample_episodes
 from jaxmarl_llm.train.lm import seats as lm_seats
+from jaxmarl_llm.train.lm.episode_sample import sample_episodes
 from jaxmarl_llm.train.lm.paths import RolloutPath, rollout_path
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan
 from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
