@@ -122,8 +122,8 @@ def test_format_warm_start_speaks_the_game_and_has_no_skill(tmp_path):
     """configs/free_tic_tac_toe.py:format shortened to 120 updates: greedy, the model writes a parsable legal move
     (format errors 0, illegal moves <= 3%) and plays no better than random: losses against random about random
     play's 44%, draws against minimax far from the 80% that skill means (a greedy model's fixed preferences draw
-    some of minimax's random tie-breaks, mostly as X: 35% of 50 games here, 25.5% of 400 after the config's 600
-    updates; random play 12.7%). The format and nothing else."""
+    some of minimax's random tie-breaks, mostly as X: 32.75% of 200 games here at width 128, 25.5% of 400 after the
+    config's 600 updates; random play 12.7%). The format and nothing else."""
     from configs import free_tic_tac_toe
     from test_sft import versus_builtin
 
@@ -137,11 +137,11 @@ def test_format_warm_start_speaks_the_game_and_has_no_skill(tmp_path):
     result = entry.train_from_config(config)
     trainer = sft.make_train(config)
     vs_random = versus_builtin(trainer, result["state"], "random", 150)["overall"]
-    vs_minimax = versus_builtin(trainer, result["state"], "minimax", 50)["overall"]
+    vs_minimax = versus_builtin(trainer, result["state"], "minimax", 200)["overall"]
     print(vs_random, vs_minimax)
     assert vs_random["format_error"] == 0.0 and vs_random["illegal"] <= 0.03, vs_random
     assert 0.3 <= vs_random["loss"] <= 0.6, vs_random  # random against random: X loses 28.8%, O 58.5%
-    assert vs_minimax["draw"] <= 0.45, vs_minimax
+    assert vs_minimax["draw"] <= 0.4, vs_minimax
 
 
 @pytest.mark.slow

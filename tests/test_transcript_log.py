@@ -273,7 +273,6 @@ def _history(run_dir: str) -> dict[int, dict]:
 
 
 def test_wandb_offline_logs_the_rows_and_a_resume_continues_the_run(tmp_path, monkeypatch):
-    pytest.importorskip("wandb")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)  # "auto": offline, no network
     monkeypatch.setenv("WANDB_SILENT", "true")
     out = tmp_path / "wb"
