@@ -68,3 +68,15 @@ def no_space_cause(err: BaseException) -> tuple[BaseException, str | None] | Non
             return err, (paths[0] if paths else None)
         err = err.__cause__ or err.__context__
     return None
+
+
+class ProcessGroupError(RuntimeError):
+    """The processes of a run could not form their group (parallel/rendezvous.py): a process that never came, an
+    unreachable process 0, an address that cannot be used. One line naming the processes, exit status 2."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during a run (run/runner.py): the message says the update reached, the last checkpoint and
+    how to continue; experiments/*.py print it and exit with EXIT_STATUS (128 + SIGINT, as a shell reports it)."""
+
+    EXIT_STATUS = 130

@@ -11,8 +11,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,16 +28,25 @@ HOLD = ("import sys; from jaxmarl_llm.run.run_lock import RunLock; lock = RunLoc
         "print('held', flush=True); sys.stdin.read(); lock.release()")
 
 
-def _run(script: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": ROOT}
+def _run(script: str, *args: str, timeout: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     return subprocess.run([sys.executable, SCRIPT[script], *args], capture_output=True, text=True, timeout=timeout,
                           cwd=ROOT, env=env)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, str]:
     base = tmp_path_factory.mktemp("cli")
-    out = {"run": str(base / "run"), "sweep": str(base / "sweep"), "missing": str(base / "missing"), "base": str(base)}
+    out = {"run": str(base / "run"), "sweep": str(base / "sweep"), "missing": str(base / "missing"), "base": str(base),
+           "bad_config": str(base / "bad_config.py")}
+    with open(out["bad_config"], "w") as f:
+        f.write(BAD_CONFIG)
     done = _run("train", f"--config={SPREAD_MLP}", f"--config.run.out_dir={out['run']}", *SMALL)
     assert done.returncode == 0, done.stderr[-2000:]
     done = _run("sweep", f"--config={SPREAD_MLP}", "--config.total_timesteps=8192", "--sweep.lr=1e-3,3e-4",
@@ -54,53 +66,83 @@ def snapshot(folder: str) -> dict[str, str]:
     return out
 
 
-# (case, script, arguments ({run}, {sweep}, {missing} filled in), the line's pattern, the folder left untouched,
-# held: another process holds that folder's lock)
+def case(name: str, script: str, args: list[str], pattern: str, untouched: str, held: bool = False,
+         env: dict[str, str] | None = None):
+    """One row: the command (`args` with {run}, {sweep}, {missing}, {port} filled in, `env` added to the
+    environment), the line's pattern, the folder left untouched, and whether another process holds that folder's
+    lock while it runs."""
+    return pytest.param(script, args, pattern, untouched, held, env or {}, id=name)
+
+
+BAD_CONFIG = "def get_config(:\n    return None\n"  # a config file with a typo on line 1
+GROUP = {"JAXMARL_COORDINATOR": "127.0.0.1:{port}", "JAXMARL_NUM_PROCESSES": "2", "JAXMARL_JOIN_TIMEOUT_S": "3"}
+
 CASES = [
-    ("a second run on a folder in use", "train",
+    case("a second run on a folder in use", "train",
      [f"--config={SPREAD_MLP}", "--config.run.out_dir={run}", "--config.resume=True", *SMALL],
-     r"config\.run\.out_dir: '.*/run' is in use by another run, pid \d+ on host .*; wait for it to end", "run", True),
-    ("a second run with overwrite on a folder in use", "train",
+     r"config\.run\.out_dir: '.*/run' is in use by another run, pid \d+ on host .*; wait for it to end", "run", held=True),
+    case("a second run with overwrite on a folder in use", "train",
      [f"--config={SPREAD_MLP}", "--config.run.out_dir={run}", "--config.run.overwrite=True", *SMALL],
-     r"is in use by another run, pid \d+", "run", True),
-    ("a forced resume whose runner state does not fit", "train",
+     r"is in use by another run, pid \d+", "run", held=True),
+    case("a forced resume whose runner state does not fit", "train",
      [f"--config={SPREAD_MLP}", "--config.run.out_dir={run}", "--config.resume=True", "--config.resume_force=True",
       "--config.env_kwargs.num_agents=4", *SMALL],
      r"checkpoint .*/run/checkpoints/10 does not fit this config's runner state \(saved -> now\): "
-     r"params\.actor\.net\.layers\.0\.kernel\.value: \(18, 64\) -> \(24, 64\)", "run", False),
-    ("a resume of a folder that holds no run (a misspelled name)", "train",
+     r"params\.actor\.net\.layers\.0\.kernel\.value: \(18, 64\) -> \(24, 64\)", "run"),
+    case("a resume of a folder that holds no run (a misspelled name)", "train",
      [f"--config={SPREAD_MLP}", "--config.run.out_dir={missing}", "--config.resume=True", *SMALL],
      r"config\.resume: no run in '.*/missing' \(no config\.json, no checkpoint\) to continue; check the folder's name",
-     "base", False),
-    ("a run folder that is a file", "train",
+     "base"),
+    case("a run folder that is a file", "train",
      [f"--config={SPREAD_MLP}", "--config.run.out_dir={run}/config.json", *SMALL],
-     r"config\.run\.out_dir: '.*/run/config\.json' is a file, not a folder; choose another", "run", False),
-    ("eval: no episodes", "eval", [f"--config={TTT}", "--episodes=0"], r"--episodes=0: play at least 1 episode",
-     "base", False),
-    ("eval: a negative episode count", "eval", [f"--config={TTT}", "--episodes=-5"], r"--episodes=-5: play at least",
-     "base", False),
-    ("eval: a missing checkpoint folder", "eval", [f"--config={TTT}", "--checkpoint={missing}"],
-     r"--checkpoint='.*/missing': no such run directory", "base", False),
-    ("eval: a folder without checkpoints", "eval", [f"--config={TTT}", "--checkpoint={sweep}"],
-     r"--checkpoint='.*/sweep': holds no checkpoint", "base", False),
-    ("eval: a checkpoint of another game", "eval", [f"--config={TTT}", "--checkpoint={run}", "--episodes=2"],
+     r"config\.run\.out_dir: '.*/run/config\.json' is a file, not a folder; choose another", "run"),
+    case("eval: no episodes", "eval", [f"--config={TTT}", "--episodes=0"], r"--episodes=0: play at least 1 episode",
+     "base"),
+    case("eval: a negative episode count", "eval", [f"--config={TTT}", "--episodes=-5"], r"--episodes=-5: play at least",
+     "base"),
+    case("eval: a missing checkpoint folder", "eval", [f"--config={TTT}", "--checkpoint={missing}"],
+     r"--checkpoint='.*/missing': no such run directory", "base"),
+    case("eval: a folder without checkpoints", "eval", [f"--config={TTT}", "--checkpoint={sweep}"],
+     r"--checkpoint='.*/sweep': holds no checkpoint", "base"),
+    case("eval: a checkpoint of another game", "eval", [f"--config={TTT}", "--checkpoint={run}", "--episodes=2"],
      r"checkpoint .*/run/checkpoints/10 does not fit this config's runner state \(saved -> now\): "
-     r"trainable\.lora\..*: <absent> -> \(1, 2, ", "run", False),
-    ("eval: an unknown opponent", "eval", [f"--config={TTT}", "--opponent=nobody"],
-     r"--opponent='nobody': expected random, minimax, base, self or a run directory", "base", False),
-    ("sweep: an unknown key", "sweep", [f"--config={SPREAD_MLP}", "--sweep.bogus=1"],
-     r"sweep\.bogus: unknown key 'bogus' in sweep; valid keys: .*lr", "base", False),
-    ("sweep: no seeds", "sweep", [f"--config={SPREAD_MLP}", "--sweep.seeds=0", "--sweep.out_dir={missing}"],
-     r"--sweep\.seeds=0: at least 1 seed", "base", False),
-    ("sweep: into an earlier sweep's folder", "sweep",
+     r"trainable\.lora\..*: <absent> -> \(1, 2, ", "run"),
+    case("eval: an unknown opponent", "eval", [f"--config={TTT}", "--opponent=nobody"],
+     r"--opponent='nobody': expected random, minimax, base, self or a run directory", "base"),
+    case("sweep: an unknown key", "sweep", [f"--config={SPREAD_MLP}", "--sweep.bogus=1"],
+     r"sweep\.bogus: unknown key 'bogus' in sweep; valid keys: .*lr", "base"),
+    case("sweep: no seeds", "sweep", [f"--config={SPREAD_MLP}", "--sweep.seeds=0", "--sweep.out_dir={missing}"],
+     r"--sweep\.seeds=0: at least 1 seed", "base"),
+    case("sweep: into an earlier sweep's folder", "sweep",
      [f"--config={SPREAD_MLP}", "--config.total_timesteps=8192", "--sweep.lr=1e-2", "--sweep.out_dir={sweep}"],
-     r"--sweep\.out_dir: '.*/sweep' holds an earlier sweep's sweep\.csv; .* --sweep\.overwrite=True", "sweep", False),
+     r"--sweep\.out_dir: '.*/sweep' holds an earlier sweep's sweep\.csv; .* --sweep\.overwrite=True", "sweep"),
+    case("a config file with a syntax error", "train", ["--config={bad_config}", "--config.run.out_dir={missing}"],
+     r"--config: .*/bad_config\.py:1: invalid syntax", "base"),
+    case("a value of the wrong type", "train",
+     [f"--config={SPREAD_MLP}", "--config.num_envs=abc", "--config.run.out_dir={missing}"],
+     r"--config\.num_envs=abc: expected an integer, not 'abc'", "base"),
+    case("eval: a count that is not a number", "eval", [f"--config={TTT}", "--episodes=ten"],
+     r"--episodes=ten: expected an integer, not 'ten'", "base"),
+    case("an unknown flag", "train", [f"--config={SPREAD_MLP}", "--out_dir={missing}"],
+     r"--out_dir: unknown flag", "base"),
+    case("several processes asked for where jax finds no cluster", "train",
+     [f"--config={SPREAD_MLP}", "--config.run.out_dir={missing}"],
+     r"JAXMARL_MULTIHOST=1: jax found no cluster to join .* set JAXMARL_COORDINATOR=host:port", "base",
+     env={"JAXMARL_MULTIHOST": "1"}),
+    case("process 0 of a group whose other process never comes", "train",
+     [f"--config={SPREAD_MLP}", "--config.run.out_dir={missing}"],
+     r"JAXMARL_COORDINATOR=127\.0\.0\.1:\d+: process 1 of 2 did not join within 3 s; start each", "base",
+     env={**GROUP, "JAXMARL_PROCESS_ID": "0"}),
+    case("a process whose process 0 never comes", "train", [f"--config={SPREAD_MLP}", "--config.run.out_dir={missing}"],
+     r"JAXMARL_COORDINATOR=127\.0\.0\.1:\d+: process 0 did not answer process 1 within 3 s", "base",
+     env={**GROUP, "JAXMARL_PROCESS_ID": "1"}),
 ]
 
 
-@pytest.mark.parametrize("case,script,args,pattern,untouched,held", CASES, ids=[c[0] for c in CASES])
-def test_a_mistake_is_one_line_status_2_and_changes_nothing(folders, case, script, args, pattern, untouched, held):
+@pytest.mark.parametrize("script,args,pattern,untouched,held,env", CASES)
+def test_a_mistake_is_one_line_status_2_and_changes_nothing(folders, script, args, pattern, untouched, held, env):
     args = [a.format(**folders) for a in args]
+    env = {name: value.format(port=_free_port()) for name, value in env.items()}
     holder = None
     if held:
         holder = subprocess.Popen([sys.executable, "-c", HOLD, folders[untouched]], stdin=subprocess.PIPE,
@@ -108,7 +150,7 @@ def test_a_mistake_is_one_line_status_2_and_changes_nothing(folders, case, scrip
         assert holder.stdout.readline().strip() == "held"
     try:
         before = snapshot(folders[untouched])
-        out = _run(script, *args)
+        out = _run(script, *args, env=env)
         after = snapshot(folders[untouched])
     finally:
         if holder is not None:
@@ -116,7 +158,7 @@ def test_a_mistake_is_one_line_status_2_and_changes_nothing(folders, case, scrip
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1, (out.returncode, out.stderr[-3000:])
     assert lines[0].startswith("error: ") and re.search(pattern, lines[0]), lines[0]
-    assert after == before, f"{case}: files changed in {folders[untouched]}"
+    assert after == before, f"files changed in {folders[untouched]}"
     assert not os.path.exists(folders["missing"]), "a refused command created a folder"
 
 
@@ -149,3 +191,43 @@ def test_jaxmarl_train_runs_a_config(tmp_path):
                          capture_output=True, text=True, timeout=180, cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"outputs in {tmp_path}/run" in out.stdout and os.path.exists(tmp_path / "run" / "metrics.csv")
+
+
+# ---- Ctrl-C
+
+
+def test_ctrl_c_says_where_the_run_stopped_and_the_resume_continues_it(tmp_path):
+    """SIGINT in the middle of a run: status 130 and one line with the updates done, the last checkpoint and the
+    resume flag; the checkpoint it names is complete (the resume continues from it to the end)."""
+    out_dir = str(tmp_path / "run")
+    args = [SCRIPT["train"], f"--config={SPREAD_MLP}", f"--config.run.out_dir={out_dir}", "--config.run.progress=False",
+            "--config.run.updates_per_chunk=1", "--config.run.checkpoint_every=1", "--config.run.tensorboard=False",
+            "--config.run.plot=False"]
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not os.path.exists(os.path.join(out_dir, "checkpoints", "3")):  # a few updates saved
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-3000:]
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = err.strip().splitlines()
+    assert proc.returncode == 130 and len(lines) == 1, (proc.returncode, err[-3000:])
+    said = re.fullmatch(r"error: interrupted after update (\d+) of 732; the last checkpoint is update (\d+) in "
+                        r"(.*/checkpoints); continue with --config\.resume=True", lines[0])
+    assert said, lines[0]
+    done, kept = int(said[1]), int(said[2])
+    assert 3 <= kept <= done and said[3] == os.path.join(out_dir, "checkpoints")
+    assert max(int(n) for n in os.listdir(said[3]) if n.isdigit()) == kept
+
+    more = _run("train", f"--config={SPREAD_MLP}", f"--config.run.out_dir={out_dir}", "--config.resume=True",
+                f"--config.total_timesteps={(kept + 2) * 4096}", *SMALL[1:])
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert f"resumed {out_dir} at update {kept}/{kept + 2}" in more.stdout
+    with open(os.path.join(out_dir, "metrics.csv")) as f:  # rows past the checkpoint were dropped, then rewritten
+        assert [int(r.split(",")[0]) for r in f.read().splitlines()[1:]] == list(range(1, kept + 3))

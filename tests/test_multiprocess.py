@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import jax
@@ -36,6 +37,8 @@ import orbax.checkpoint as ocp
 import pytest
 from jax.sharding import SingleDeviceSharding
 
+from jaxmarl_llm.errors import ProcessGroupError
+from jaxmarl_llm.parallel.rendezvous import rendezvous
 from jaxmarl_llm.run.cli import distributed_settings
 from jaxmarl_llm.run.metrics_log import read_csv
 
@@ -283,3 +286,35 @@ def test_an_incomplete_group_is_one_line_naming_the_variable(bad, names, capsys)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert names in err and err.count("\n") == 1
+
+
+# ---- the meeting before jax.distributed (parallel/rendezvous.py)
+
+
+def _meet(port: int, ids: list[int], num: int, timeout: float) -> dict[int, BaseException | None]:
+    """Run rendezvous for each of `ids` in its own thread; what each ended with (None: it returned)."""
+    ended: dict[int, BaseException | None] = {}
+
+    def one(i):
+        try:
+            rendezvous(f"127.0.0.1:{port}", num, i, timeout)
+            ended[i] = None
+        except BaseException as err:  # noqa: BLE001 - the test reads it
+            ended[i] = err
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in ids]
+    for t in reversed(threads):  # the others start before process 0 listens: they retry
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join(timeout + 10)
+    return ended
+
+
+def test_rendezvous_returns_when_all_come_and_names_who_did_not():
+    assert _meet(_free_port(), [0, 1, 2, 3], 4, 20) == {0: None, 1: None, 2: None, 3: None}
+    ended = _meet(_free_port(), [0, 2], 4, 2)  # 1 and 3 never come: both present processes say so
+    for i in (0, 2):
+        assert isinstance(ended[i], ProcessGroupError) and "processes 1, 3 of 4 did not join within 2 s" in str(ended[i])
+    ended = _meet(_free_port(), [0, 1, 1], 3, 2)  # two processes with one index
+    assert isinstance(ended[0], ProcessGroupError) and "two processes started with JAXMARL_PROCESS_ID=1" in str(ended[0])

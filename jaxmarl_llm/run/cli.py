@@ -14,6 +14,7 @@ import importlib.util
 import inspect
 import logging
 import os
+import re
 import sys
 import traceback
 from typing import Any, Mapping, MutableMapping, NoReturn
@@ -36,7 +37,10 @@ def load_config_file(path: str) -> ml_collections.ConfigDict:
     if spec is None or spec.loader is None:
         fail(f"--config: cannot load {path!r}; pass a configs/NAME.py file")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as err:  # a typo in the file: where, not a traceback through importlib
+        fail(f"--config: {err.filename}:{err.lineno}: {err.msg}")
     if sep and not inspect.signature(module.get_config).parameters:
         raise ValueError(f"{path}:{variant}: this config file has no variants; pass --config={path}")
     return module.get_config(variant) if sep else module.get_config()
@@ -140,18 +144,38 @@ def run_program(main) -> None:
     _PROGRAM = True
     from absl import app
 
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)
+
+
+_VALUE_ERRORS = ((re.compile(r"invalid literal for int\(\) with base 10: (.*)"), r"expected an integer, not \1"),
+                 (re.compile(r"could not convert string to float: (.*)"), r"expected a number, not \1"),
+                 (re.compile(r"Unknown command line flag '(.*)'"), r"--\1: unknown flag (--helpfull lists them)"))
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parsing with a mistake as one line, status 2 (absl prints `FATAL Flags parsing error` and the
+    usage hint, status 1): a value of the wrong type (`--config.num_envs=abc`), an unknown flag."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as err:
+        message = str(err).removeprefix("flag ")
+        for pattern, said in _VALUE_ERRORS:
+            message = pattern.sub(said, message)
+        fail(message)
 
 
 def main_guard(fn):
     """Run fn(); turn the errors a user must act on into one line on stderr (the traceback under --verbose):
     config errors, env keywords an env refuses (envs/registry.py EnvArgumentError), model folders that do not match
-    the config (models/hf.py CheckpointError) or miss a file (errors.py MissingFileError) and a full disk
-    (errors.py DiskFullError, or any error caused by ENOSPC / EDQUOT) exit with status 2; a diverged run (errors.py DivergenceError: the metric, the update,
-    the last checkpoint kept) with status 3. Any other error is a bug and keeps its traceback."""
+    the config (models/hf.py CheckpointError) or miss a file (errors.py MissingFileError), a process group that
+    cannot form (errors.py ProcessGroupError) and a full disk (errors.py DiskFullError, or any error caused by
+    ENOSPC / EDQUOT) exit with status 2; a diverged run (errors.py DivergenceError: the metric, the update, the last
+    checkpoint kept) with status 3; Ctrl-C with 130 (errors.py Interrupted: the update reached, the last checkpoint).
+    Any other error is a bug and keeps its traceback."""
     from jaxmarl_llm.envs.registry import EnvArgumentError
     from jaxmarl_llm.models.hf import CheckpointError
-    from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, MissingFileError, no_space_cause
+    from jaxmarl_llm.errors import (ConfigError, DiskFullError, DivergenceError, Interrupted, MissingFileError,
+                                    ProcessGroupError, no_space_cause)
 
     def wrapped(argv):
         script = _PROGRAM or fn.__module__ == "__main__"  # a command run as a program, not a test calling it
@@ -161,7 +185,7 @@ def main_guard(fn):
                 sys.unraisablehook = _quiet_closed_loop
         try:
             return fn(argv)
-        except (ConfigError, CheckpointError, MissingFileError) as err:
+        except (ConfigError, CheckpointError, MissingFileError, ProcessGroupError) as err:
             _stop(str(err), 2)
         except DiskFullError as err:
             _stop(str(err), DiskFullError.EXIT_STATUS, at_once=script)
@@ -169,6 +193,8 @@ def main_guard(fn):
             _stop(f"config.env_kwargs: {err}", 2)
         except DivergenceError as err:
             _stop(str(err), DivergenceError.EXIT_STATUS)
+        except KeyboardInterrupt as err:  # Ctrl-C: a run says where it stopped (Interrupted), anything else just stops
+            _stop(str(err) or "interrupted", Interrupted.EXIT_STATUS, at_once=script)
         except Exception as err:
             full = no_space_cause(err)
             if full is None:
@@ -200,6 +226,7 @@ def order_cpu_collectives(config, environ: MutableMapping[str, str] | None = Non
 # a plain multi-node launcher (and tests/test_multiprocess.py) names the coordinator and each process's rank
 COORDINATOR, NUM_PROCESSES, PROCESS_ID, LOCAL_DEVICE_IDS = (
     "JAXMARL_COORDINATOR", "JAXMARL_NUM_PROCESSES", "JAXMARL_PROCESS_ID", "JAXMARL_LOCAL_DEVICE_IDS")
+JOIN_TIMEOUT, JOIN_TIMEOUT_DEFAULT_S = "JAXMARL_JOIN_TIMEOUT_S", 300.0  # how long a group waits for its processes
 
 
 def distributed_settings(environ: Mapping[str, str]) -> dict[str, Any] | None:
@@ -230,11 +257,27 @@ def maybe_init_distributed(environ: Mapping[str, str] | None = None) -> None:
     """Join this process to its group (distributed_settings) before any jax computation: jax.devices() is then
     every process's devices and the trainers' mesh spans them all (parallel/multihost.py). CPU processes exchange
     collectives through gloo (set here unless the environment chose another implementation)."""
-    settings = distributed_settings(os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    settings = distributed_settings(environ)
     if settings is None:
         return
     import jax
 
+    from jaxmarl_llm.parallel.rendezvous import rendezvous
+
     if jax.config.jax_cpu_collectives_implementation in (None, "", "none"):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(**settings)
+    if settings:  # an explicit group: meet first, so a process that never comes is named (parallel/rendezvous.py)
+        try:
+            timeout = float(environ.get(JOIN_TIMEOUT, JOIN_TIMEOUT_DEFAULT_S))
+        except ValueError:
+            fail(f"{JOIN_TIMEOUT}={environ[JOIN_TIMEOUT]!r}: expected seconds, e.g. 300")
+        rendezvous(settings["coordinator_address"], settings["num_processes"], settings["process_id"], timeout)
+    try:
+        jax.distributed.initialize(**settings)
+    except ValueError as err:
+        if settings:
+            raise
+        # JAXMARL_MULTIHOST=1 alone and jax detected no cluster (TPU pod, SLURM, MPI, ...) to take the group from
+        fail(f"JAXMARL_MULTIHOST=1: jax found no cluster to join ({err}); on machines without a cluster manager set "
+             f"{COORDINATOR}=host:port, {NUM_PROCESSES} and {PROCESS_ID} for each process (launch/multinode.sh)")

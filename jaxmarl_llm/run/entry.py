@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import jax
 
+from jaxmarl_llm.errors import Interrupted
 from jaxmarl_llm.parallel import multihost
 from jaxmarl_llm.parallel.mesh import sharded_chunk
 from jaxmarl_llm.run.run_identity import check_same_run
@@ -51,7 +52,12 @@ def _train(config) -> dict:
             print(f"memory plan: {list(plan.values())[-1] / 2**30:.2f} GiB per device (train/lm/memory.py)")
     describe = spec.transcripts(config, trainer) if spec.transcripts is not None else None
     result = run_training(config, trainer, chunk_fn, steps, headline, trainable=spec.trainable, describe=describe)
-    return after_training(config, trainer, result)
+    try:
+        return after_training(config, trainer, result)
+    except KeyboardInterrupt:  # Ctrl-C after the last update: the training is saved, only its evaluation is lost
+        raise Interrupted(f"interrupted during what follows the training (held-out evaluation, export); its "
+                          f"{trainer.num_updates} updates are saved in {result['out_dir']}; evaluate them with "
+                          f"experiments/eval.py --checkpoint={result['out_dir']}") from None
 
 
 def after_training(config, trainer, result: dict) -> dict:

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, no_space_cause
+from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, Interrupted, no_space_cause
 from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
 from jaxmarl_llm.parallel.peak import peak_flops
 from jaxmarl_llm.run.checkpoints import Checkpoints
@@ -190,6 +190,8 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
             stop.check_params(state, update, ckpt)  # before the save: a chunk past a bound is never saved
             if chunks_done % config.run.checkpoint_every == 0 or update == trainer.num_updates:
                 ckpt.save(update, state)
+    except KeyboardInterrupt:  # Ctrl-C: say where the run stopped and how to go on (its metrics rows are kept)
+        raise _interrupted(update, trainer.num_updates, ckpt) from None
     except Exception as err:
         if no_space_cause(err) is None:
             raise
@@ -277,6 +279,20 @@ def _disk_full(err: BaseException, out_dir: str, update: int, ckpt: Checkpoints)
             "run the same command again (no checkpoint was complete, the run starts over)")
     what = str(cause) if isinstance(cause, DiskFullError) else f"no space left on device writing {path or out_dir}"
     return DiskFullError(f"{what} after update {update}: free space on that disk, then {then}", path or out_dir)
+
+
+def _interrupted(update: int, total: int, ckpt: Checkpoints) -> Interrupted:
+    """The one line for Ctrl-C: the updates done, the last complete checkpoint, how to continue. A save the
+    interrupt cut short finishes first (orbax renames a checkpoint into place only when it is complete); metrics.csv
+    rows past the checkpoint are dropped by the resume, as after kill -9."""
+    try:
+        ckpt.manager.wait_until_finished()
+    except Exception:  # a save that cannot finish is not the checkpoint named below
+        pass
+    last = ckpt.latest_step()
+    then = (f"the last checkpoint is update {last} in {ckpt.directory}; continue with --config.resume=True" if last
+            else "no checkpoint was saved yet; run the same command again to start over")
+    return Interrupted(f"interrupted after update {update} of {total}; {then}")
 
 
 class Guard:
