@@ -80,3 +80,20 @@ def test_training_into_a_folder_in_use_changes_nothing(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_folder_the_lock_made_goes_when_the_run_left_it_empty(tmp_path):
+    refused = RunLock(str(tmp_path / "new"))  # a run refused before writing a file: no empty folder stays
+    refused.acquire()
+    refused.release()
+    assert not os.path.exists(tmp_path / "new")
+    wrote = RunLock(str(tmp_path / "run"))
+    wrote.acquire()
+    (tmp_path / "run" / "metrics.csv").write_text("update\n")
+    wrote.release()
+    assert os.listdir(tmp_path / "run") == ["metrics.csv"]
+    os.mkdir(tmp_path / "mine")  # a folder the user made stays, empty or not
+    theirs = RunLock(str(tmp_path / "mine"))
+    theirs.acquire()
+    theirs.release()
+    assert os.path.isdir(tmp_path / "mine") and os.listdir(tmp_path / "mine") == []

@@ -11,6 +11,7 @@ every process of a second run is refused alike without a word between them.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -45,11 +46,20 @@ class RunLock:
         self.out_dir = out_dir
         self.path = lock_path(out_dir, process_index)
         self.fd: int | None = None
+        self.made = False  # the folder was made by acquire: release removes it if the run left it empty
 
     def acquire(self) -> str | None:
         """Take the lock; returns a line to print when it took over a dead run's file (else None). ConfigError
         (one line, naming the holder) when a live process holds it."""
-        os.makedirs(self.out_dir, exist_ok=True)
+        self.made = not os.path.isdir(self.out_dir)
+        try:
+            os.makedirs(self.out_dir, exist_ok=True)
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
+        except OSError as err:  # not permitted, a path through a file, a read-only filesystem
+            if err.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk has its own line (errors.py)
+                raise
+            raise ConfigError(f"config.run.out_dir: cannot write in {self.out_dir!r} ({err.strerror}: "
+                              f"{err.filename}); choose a folder this user can write") from None
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -80,7 +90,8 @@ class RunLock:
         return None
 
     def release(self) -> None:
-        """Delete the file and drop the lock (the file first: no one may lock a file that is about to go)."""
+        """Delete the file and drop the lock (the file first: no one may lock a file that is about to go); remove
+        the folder when acquire made it and nothing else was written there."""
         if self.fd is None:
             return
         try:
@@ -89,6 +100,11 @@ class RunLock:
             pass
         os.close(self.fd)
         self.fd = None
+        if self.made:  # a run refused before writing anything leaves no empty folder behind
+            try:
+                os.rmdir(self.out_dir)
+            except OSError:  # not empty: the run's files
+                pass
 
     def __enter__(self) -> "RunLock":
         line = self.acquire()

@@ -28,6 +28,7 @@ import numpy as np
 
 from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, Interrupted, no_space_cause
 from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
+from jaxmarl_llm.parallel.device_memory import GIB, compiled_bytes, device_memory_bytes
 from jaxmarl_llm.parallel.peak import peak_flops
 from jaxmarl_llm.run.checkpoints import Checkpoints
 from jaxmarl_llm.run import transcript_log, wandb_log
@@ -98,6 +99,15 @@ def prepare_out_dir(config) -> str:
     return out_dir
 
 
+def _saved_update(config) -> int:
+    """The update a resume will continue from, read from the folder's names alone (0 for a fresh run), so that
+    the first chunk can be compiled, at the length the run will call it, before the folder is touched."""
+    folder = resume_dir(config)
+    directory = os.path.join(folder, "checkpoints") if folder else ""
+    steps = [int(name) for name in os.listdir(directory) if name.isdigit()] if os.path.isdir(directory) else []
+    return max(steps, default=0)
+
+
 def _say(line: str) -> None:
     """Print once per run: on the primary process."""
     if multihost.primary():
@@ -117,10 +127,15 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     run.transcripts_every updates. A divergence raises DivergenceError (module doc).
     Under several processes (parallel/multihost.py) every process runs this loop and saves checkpoints; only the
     primary writes config.json, metrics.csv, TensorBoard and the plots, and draws the bar."""
-    out_dir = prepare_out_dir(config)
     mesh = mesh_lib.make_mesh(config.mesh.num_devices, config.mesh.get("fsdp", 1))
     hp = trainer.hparams
     state = mesh_lib.put(jax.jit(trainer.init)(jax.random.PRNGKey(config.seed), hp), mesh, trainer.state_specs)
+    per_chunk = config.run.updates_per_chunk
+    compiled: dict[int, Callable] = {}
+    first = min(per_chunk, trainer.num_updates - _saved_update(config))
+    if first > 0:  # compiled and checked against the device's memory before any file changes
+        compiled[first] = _compile(config, chunk_fn(trainer, mesh, first), state, hp, first)
+    out_dir = prepare_out_dir(config)
 
     ckpt = Checkpoints(os.path.join(out_dir, "checkpoints"), keep=config.run.keep_checkpoints)
     start = 0
@@ -142,8 +157,6 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
 
     guard = Guard(config.get("guard")) if multihost.primary() else Guard()  # warnings: once, by the primary
     stop = Stop(config.get("stop"), _trainable_of(config, trainable), state, start)
-    per_chunk = config.run.updates_per_chunk
-    compiled: dict[int, Callable] = {}
     bar = _progress(config, trainer.num_updates, start) if multihost.primary() else None
     peak = _peak(config, mesh)
     update, chunks_done, last = start, 0, {}
@@ -151,7 +164,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
         while update < trainer.num_updates:
             k = min(per_chunk, trainer.num_updates - update)
             if k not in compiled:
-                compiled[k] = _compile(chunk_fn(trainer, mesh, k), state, hp, k)
+                compiled[k] = _compile(config, chunk_fn(trainer, mesh, k), state, hp, k)
             t0 = time.perf_counter()
             state, metrics = compiled[k](state, hp)
             metrics = jax.device_get(metrics)
@@ -327,14 +340,35 @@ class Guard:
         return said
 
 
-def _compile(chunk: Callable, state: Any, hp: Any, k: int) -> Callable:
-    """The chunk of k updates compiled ahead of its first call, so its time is said apart from the run's."""
+def _compile(config, chunk: Callable, state: Any, hp: Any, k: int) -> Callable:
+    """The chunk of k updates compiled ahead of its first call, so its time is said apart from the run's, and
+    checked against the device's memory before it runs (check_compiled_memory)."""
     if not hasattr(chunk, "compile"):  # a chunk function of a test's own: compiled at its first call
         return chunk
     t0 = time.perf_counter()
     executable = chunk.compile(state, hp)
     _say(f"compiled {k} update{'s' if k > 1 else ''} per call in {time.perf_counter() - t0:.1f} s")
+    if hasattr(executable, "memory_analysis"):
+        check_compiled_memory(config, executable.memory_analysis(), k)
     return executable
+
+
+def check_compiled_memory(config, analysis, k: int) -> None:
+    """ConfigError (one line) when XLA's analysis of the compiled chunk asks more of a device than it has, before
+    the chunk runs: a run too big fails in seconds with what it needs, not with RESOURCE_EXHAUSTED mid-call. The
+    hint scales num_envs by the share that fits (a chunk's memory grows about linearly with the batch)."""
+    if analysis is None:  # a backend without the analysis
+        return
+    need, have = compiled_bytes(analysis), device_memory_bytes(config)
+    if need <= have:
+        return
+    envs = int(config.get("num_envs", 0))
+    devices = max(int(config.mesh.get("num_devices", 0)) or jax.device_count(), 1) if "mesh" in config else 1
+    fits = int(0.95 * envs * have / need) // devices * devices  # 5% for what does not grow with the batch
+    hint = (f"num_envs={fits} or fewer would fit" if fits >= 1 else "a smaller num_envs, num_steps or model")
+    raise ConfigError(f"memory: a chunk of {k} update{'s' if k > 1 else ''} needs {need / GIB:.1f} GiB per device "
+                      f"(XLA's analysis of the compiled program), the device has {have / GIB:.1f} GiB "
+                      f"(mesh.device_memory_gib to set it); {hint}")
 
 
 def _peak(config, mesh) -> float | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Callable, Sequence
 
 import jax
@@ -28,10 +27,9 @@ from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.models import fsdp as fsdp_lib
 from jaxmarl_llm.models.config import ModelConfig, param_shapes, projection_shapes
 from jaxmarl_llm.models.transformer import num_bytes
+from jaxmarl_llm.parallel.device_memory import GIB, device_memory_bytes
 from jaxmarl_llm.train.lm.paths import rollout_path
 from jaxmarl_llm.train.lm.seats import loss_seats
-
-GIB = 1 << 30
 
 
 def _bytes(shapes, dtype_bytes: int) -> int:
@@ -170,19 +168,6 @@ def trainer_memory(trainer, num_devices: int = 1, fsdp: int = 1, counted: bool =
 
 
 PEAK = "peak estimate: persistent + max(rollout, loss)"
-
-
-def device_memory_bytes(config) -> int:
-    """What one device may hold: mesh.device_memory_gib when set, else an accelerator's own limit, else (CPU) the
-    machine's RAM shared by its local devices."""
-    gib = float(config.mesh.get("device_memory_gib", 0.0))
-    if gib > 0:
-        return int(gib * GIB)
-    device = jax.local_devices()[0]
-    stats = device.memory_stats() if device.platform != "cpu" else None
-    if stats and stats.get("bytes_limit"):
-        return int(stats["bytes_limit"])
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // jax.local_device_count()
 
 
 def _mesh(config) -> tuple[int, int]:
