@@ -33,8 +33,9 @@ def _holder(text: str) -> str:
     """Who a lock file names, for a message: `pid 123 on host h (started 2026-11-26 06:40:01: python train.py ...)`."""
     try:
         who = json.loads(text)
-        return (f"pid {who['pid']} on host {who['host']} (started {who['started']}: "
-                f"{' '.join(who.get('command', []))[:120]})")
+        command = " ".join(who.get("command", []))
+        command = command if len(command) <= 160 else command[:159] + "…"  # cut, and said to be
+        return f"pid {who['pid']} on host {who['host']} (started {who['started']}: {command})"
     except (ValueError, KeyError, TypeError):
         return "a process that left no readable record"
 
