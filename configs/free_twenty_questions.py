@@ -19,7 +19,9 @@ raises the sampled return (bits found) 0.32 -> 0.46 while wins stay under 1%: it
 from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 # prompt 203 BPE tokens + 8 x (a reply <= 5 + end + an answer <= 20) fits 384
-ENV = {"answerer": "oracle", "max_turns": 8, "capacity": 384, "max_action_tokens": 8, "format_penalty": -0.25}
+ENV = {"answerer": "oracle", "max_turns": 8, "capacity": 384, "max_action_tokens": 8, "format_penalty": -0.25,
+       "bonus": "found",  # what info_bonus pays (envs/text/twenty_questions.py): the bits found, or "expected"
+       "guess_last": False}  # True: a question on the last turn is refused (the round ends with a guess)
 MODEL = {"max_position_embeddings": 400}
 
 

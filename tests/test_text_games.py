@@ -11,7 +11,7 @@ from jaxmarl_llm.envs.text import datasets
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.envs.text.cooperative_writing import band_reward
 from jaxmarl_llm.envs.text.guess_number import GuessNumber, secret_split
-from jaxmarl_llm.envs.text.twenty_questions import TwentyQuestions
+from jaxmarl_llm.envs.text.twenty_questions import TwentyQuestions, still_possible
 
 
 def _binary_search(env, secret):
@@ -257,6 +257,45 @@ def test_twenty_questions_info_bonus_is_the_bits_removed_by_brute_force(answerer
     assert bool(term.all()) and np.isclose(total, 1.0 + b, atol=1e-5)
 
 
+def test_twenty_questions_expected_bonus_is_the_found_bonus_averaged_over_the_possible_words():
+    """bonus="expected": each move earns b x the mean, over every word the answers so far allow, of what the
+    "found" bonus would pay were that word the secret (played here word by word); the same whatever the true
+    secret; a word already ruled out earns nothing."""
+    b = 0.5
+    env = TwentyQuestions(max_turns=8, info_bonus=b, bonus="expected")
+    found = TwentyQuestions(max_turns=8, info_bonus=b)
+    step, step_found = jax.jit(env.step), jax.jit(found.step)
+    key = jax.random.PRNGKey(0)
+    n_words = len(env.words)
+    secret = datasets.nouns()[0].index("cat")
+
+    def play(game, game_step, moves, w):  # the state after `moves` with secret w
+        _, s = game.reset_to(w)
+        for action in moves:
+            _, s, *_ = game_step(key, s, action)
+        return s
+
+    def bonus(game_step, s, action):  # the reward less the win's +1
+        out = game_step(key, s, action)
+        return float(out.reward[0]) - float(out.info["solved"][0])
+
+    for moves in ([], [env.ask_action(jnp.int32(0))],
+                  [env.ask_action(jnp.int32(0)), env.ask_action(jnp.int32(5)),
+                   env.guess_action(jnp.int32((secret + 3) % n_words))]):
+        truth = play(env, step, moves, secret)
+        possible = np.flatnonzero(np.asarray(still_possible(env.answers, truth.tried, truth.secret)))
+        ruled_out = sorted(set(range(n_words)) - set(possible.tolist()))
+        tries = [env.ask_action(jnp.int32(q)) for q in (1, 7, 20)]
+        tries += [env.guess_action(jnp.int32(w)) for w in (secret, int(possible[-1]))]
+        for action in tries:
+            mean = np.mean([bonus(step_found, play(found, step_found, moves, w), action) for w in possible])
+            np.testing.assert_allclose(bonus(step, truth, action), mean, rtol=1e-4, atol=1e-6)
+        if ruled_out:
+            assert bonus(step, truth, env.guess_action(jnp.int32(ruled_out[0]))) == 0.0
+    with pytest.raises(ValueError, match="bonus must be one of"):
+        TwentyQuestions(bonus="maybe")
+
+
 def test_twenty_questions_guess_last_leaves_only_guesses_on_the_last_turn():
     env = TwentyQuestions(max_turns=3, guess_last=True, fresh_only=True)
     q, w = env.num_questions, len(env.words)
@@ -266,6 +305,15 @@ def test_twenty_questions_guess_last_leaves_only_guesses_on_the_last_turn():
         assert mask[:q].sum() == (0 if turn == 2 else q - turn)  # fresh_only drops the questions already asked
         assert mask[q:q + w].all()
         _, s, *_ = env.step(jax.random.PRNGKey(0), s, env.ask_action(jnp.int32(turn)))
+    # free text: a question on the last turn is refused as a format error (penalty, no answer); a guess is played
+    free = TwentyQuestions(max_turns=2, guess_last=True, format_penalty=-0.25)
+    _, s = free.reset_to(0)
+    _, s, *_ = free.step(jax.random.PRNGKey(0), s, free.ask_action(jnp.int32(0)))
+    out = free.step(jax.random.PRNGKey(0), s, free.ask_action(jnp.int32(1)))
+    assert bool(out.info["format_error"][0]) and float(out.reward[0]) == -0.25 and bool(out.truncated[0])
+    assert free.render(out.state)[0].endswith("Invalid. Reply 'Ask: <question>' or 'Guess: <word>'.\n")
+    out = free.step(jax.random.PRNGKey(0), s, free.guess_action(jnp.int32(0)))
+    assert not bool(out.info["format_error"][0]) and float(out.reward[0]) == 1.0 and bool(out.terminated[0])
 
 
 def test_guess_number_expected_bonus_is_the_mean_over_the_possible_secrets_by_brute_force():

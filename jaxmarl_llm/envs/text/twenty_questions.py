@@ -22,7 +22,7 @@ restricted questioner always asks a listed question or guesses a listed word, an
 always says yes or no. `fresh_only=True` also drops the questions already asked and the words already
 guessed (legal, but a wasted turn): a questioner learning from scratch then spends no turns repeating.
 `guess_last=True` leaves only guesses on the questioner's last turn (`max_turns`), as the game's rule that
-a round ends with a guess: a question there cannot win.
+a round ends with a guess: a question there cannot win (a free-text one is refused: a format error).
 
 Reward: +1 to every agent when the word is guessed (episode ends);
 `format_penalty` (default 0; a constructor argument, the params' default) for an
@@ -35,7 +35,10 @@ guess removes the last log2 |before|. An episode's bonus is b x the fraction of 
 at most b; a wrong guess of a word still possible earns a little (log2 |C| / (|C| - 1)), one already ruled
 out nothing. It grades the asking a win needs, which a random questioner too rarely shows for the win alone to
 teach it (measured in configs/twenty_questions.py: RL learns to ask by it, not yet to guess). It is not
-potential-based: the bits found before a loss are kept.
+potential-based: the bits found before a loss are kept. `bonus="expected"` pays instead what a move removes in
+expectation over the words still possible (`expected_bits_removed`): the entropy of a question's split, and for
+a guess of a word the answers still allow its 1 / n chance of all the bits: the same mean, without the variance
+of which word happens to be the secret (a consistent guess is paid whether or not it wins).
 """
 
 from __future__ import annotations
@@ -114,6 +117,29 @@ def bits_removed(before: jax.Array, after: jax.Array) -> jax.Array:
     return (bits(before) - bits(after)) / np.log2(before.shape[0])
 
 
+def expected_bits_removed(answers: jax.Array, possible: jax.Array, kind: jax.Array, question: jax.Array,
+                          word: jax.Array) -> jax.Array:
+    """[] float32: the bits a move removes in expectation over the words still possible (`possible` [W], uniform),
+    over log2 W; what `bits_removed` pays averaged over those secrets, so a function of the move and the answers
+    so far alone. A listed question splits the n words into the y that answer yes and n - y (the entropy of the
+    split); a guess of a possible word finds it (1 / n: all log2 n) or rules it out (log2 n - log2 (n - 1)); a word
+    already ruled out, an unlisted question or a malformed reply: 0."""
+    n = jnp.sum(possible).astype(jnp.float32)
+    log_n = jnp.log2(jnp.maximum(n, 1.0))
+
+    def share(m):  # the secrets that leave m words, times the bits that removes
+        return jnp.where(m > 0, m / jnp.maximum(n, 1.0) * (log_n - jnp.log2(jnp.maximum(m, 1.0))), 0.0)
+
+    yes = jnp.sum(possible & answers[:, jnp.maximum(question, 0)]).astype(jnp.float32)
+    ask = jnp.where((kind == 0) & (question >= 0), share(yes) + share(n - yes), 0.0)
+    inside = (kind == 1) & (word >= 0) & possible[jnp.maximum(word, 0)]
+    guess = jnp.where(inside, log_n / jnp.maximum(n, 1.0) + share(n - 1.0), 0.0)
+    return (ask + guess) / np.log2(answers.shape[0])
+
+
+BONUSES = ("found", "expected")  # info_bonus grades a move by the bits its answer removed, or removes in expectation
+
+
 @struct.dataclass
 class TwentyQuestionsParams(TextParams):
     max_steps: int = 20  # questioner turns
@@ -133,9 +159,12 @@ class TwentyQuestions(TextEnv):
     max_movers = 1  # turn-based: one seat writes per step
     def __init__(self, tokenizer=None, answerer: str = "oracle", max_turns: int = 20, capacity: int = 2048,
                  max_action_tokens: int = 48, fresh_only: bool = False, info_bonus: float = 0.0,
-                 guess_last: bool = False, format_penalty: float = 0.0):
+                 guess_last: bool = False, format_penalty: float = 0.0, bonus: str = "found"):
         if answerer not in ("oracle", "lm"):
             raise ValueError(f"answerer must be 'oracle' or 'lm', got {answerer!r}")
+        if bonus not in BONUSES:
+            raise ValueError(f"bonus must be one of {sorted(BONUSES)}, got {bonus!r}")
+        self.bonus = bonus
         agents = ("questioner",) if answerer == "oracle" else ("questioner", "answerer")
         super().__init__(tokenizer, agents, capacity, max_action_tokens)
         self.answerer = answerer
@@ -209,6 +238,8 @@ class TwentyQuestions(TextEnv):
         a = self.num_agents
         asking = state.active[0]
         kind, question, word = self.parse_question(tokens[0], length[0])
+        if self.guess_last:  # a round ends with a guess: a free-text question on the last turn is refused
+            kind = jnp.where(asking & (state.questions + 1 >= params.max_steps) & (kind == 0), -1, kind)
         correct = asking & (kind == 1) & (word == state.secret)
         truth = self.answers[state.secret, jnp.maximum(question, 0)]
         pending = jnp.int32(-1)
@@ -241,10 +272,14 @@ class TwentyQuestions(TextEnv):
         questions = state.questions + asking.astype(jnp.int32)
         reward = jnp.full((a,), jnp.where(correct, 1.0, 0.0)) + jnp.where((seat == 0) & format_error, params.format_penalty, 0.0)
         tried = mark_tried(state.tried, asking, kind, question, word, self.num_questions)
-        if self.info_bonus:  # a correct guess leaves nothing to find
+        if self.info_bonus:
             before = still_possible(self.answers, state.tried, state.secret)
-            after = still_possible(self.answers, tried, state.secret) & ~correct
-            reward = reward + jnp.where(seat == 0, self.info_bonus * bits_removed(before, after), 0.0)
+            if self.bonus == "found":  # a correct guess leaves nothing to find
+                after = still_possible(self.answers, tried, state.secret) & ~correct
+                bits = bits_removed(before, after)
+            else:  # "expected": the move's worth whatever the secret
+                bits = expected_bits_removed(self.answers, before, jnp.where(asking, kind, -1), question, word)
+            reward = reward + jnp.where(seat == 0, self.info_bonus * bits, 0.0)
         active = jnp.where(to_answerer, seat == 1, seat == 0)
         new = new.replace(turn=state.turn + 1, questions=questions, active=active, pending=pending, tried=tried)
         truncated = (questions >= params.max_steps) & ~correct & ~to_answerer
