@@ -3,14 +3,17 @@ status, the one line on stderr, and the folder whose files must be left exactly 
 (a traceback, a usage dump, a file written before the refusal) fails here.
 
 The folders are made once per module: a 10-update configs/spread_mlp.py run (a checkpoint of another game for
-eval.py's tic-tac-toe) and a two-setting sweep. A case marked `held` runs while another process holds the run
+eval.py's tic-tac-toe), a two-setting sweep, a config file that does not parse and model folders missing a file.
+Ctrl-C, which needs a run in flight, has its own test at the end. A case marked `held` runs while another process holds the run
 folder's lock (run/run_lock.py), as a second run started on a folder in use would."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = {name: os.path.join(ROOT, "experiments", f"{name}.py") for name in ("train", "eval", "sweep")}
 SPREAD_MLP = os.path.join(ROOT, "configs", "spread_mlp.py")
 TTT = os.path.join(ROOT, "configs", "tic_tac_toe.py") + ":scratch"
+FREE_TTT = os.path.join(ROOT, "configs", "free_tic_tac_toe.py")
 SMALL = ["--config.total_timesteps=40960", "--config.run.progress=False", "--config.run.tensorboard=False"]
 HOLD = ("import sys; from jaxmarl_llm.run.run_lock import RunLock; lock = RunLock(sys.argv[1]); lock.acquire(); "
         "print('held', flush=True); sys.stdin.read(); lock.release()")
@@ -47,12 +51,32 @@ def folders(tmp_path_factory) -> dict[str, str]:
            "bad_config": str(base / "bad_config.py")}
     with open(out["bad_config"], "w") as f:
         f.write(BAD_CONFIG)
+    out.update(_model_folders(base))
     done = _run("train", f"--config={SPREAD_MLP}", f"--config.run.out_dir={out['run']}", *SMALL)
     assert done.returncode == 0, done.stderr[-2000:]
     done = _run("sweep", f"--config={SPREAD_MLP}", "--config.total_timesteps=8192", "--sweep.lr=1e-3,3e-4",
                 f"--sweep.out_dir={out['sweep']}")
     assert done.returncode == 0, done.stderr[-2000:]
     return out
+
+
+def _model_folders(base) -> dict[str, str]:
+    """Model folders missing a file: none at all, config.json without weights, a shard index naming a shard that
+    is not there (config.json from a tiny Qwen3 written by transformers)."""
+    from jaxmarl_llm.models.testing import build_hf_model  # transformers: a test dependency
+
+    full = str(base / "model")
+    build_hf_model("qwen3", full, vocab_size=1024, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                   num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=512,
+                   bos_token_id=None, eos_token_id=0, pad_token_id=0)
+    folders = {name: str(base / name) for name in ("model_empty", "model_no_weights", "model_no_shard")}
+    for folder in folders.values():
+        os.mkdir(folder)
+    for name in ("model_no_weights", "model_no_shard"):
+        shutil.copy(os.path.join(full, "config.json"), folders[name])
+    with open(os.path.join(folders["model_no_shard"], "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}, f)
+    return folders
 
 
 def snapshot(folder: str) -> dict[str, str]:
@@ -123,6 +147,16 @@ CASES = [
     case("a run folder inside a file", "train", [f"--config={SPREAD_MLP}", "--config.run.out_dir={run}/config.json/x",
                                                 *SMALL],
      r"config\.run\.out_dir: cannot write in '.*/run/config\.json/x' \(Not a directory: ", "run"),
+    case("a model folder with no config.json", "train",
+     [f"--config={FREE_TTT}", "--config.model.checkpoint={model_empty}", "--config.run.out_dir={missing}"],
+     r"no config\.json in '.*/model_empty'; expected a Hugging Face model folder", "base"),
+    case("a model folder with no weights", "train",
+     [f"--config={FREE_TTT}", "--config.model.checkpoint={model_no_weights}", "--config.run.out_dir={missing}"],
+     r"no model\.safetensors or model\.safetensors\.index\.json in '.*/model_no_weights'", "base"),
+    case("a shard index naming a missing shard", "train",
+     [f"--config={FREE_TTT}", "--config.model.checkpoint={model_no_shard}", "--config.run.out_dir={missing}"],
+     r"shard '.*/model-00001-of-00002\.safetensors' listed in '.*/model\.safetensors\.index\.json' does not exist",
+     "base"),
     case("a size that cannot fit the device", "train",
      [f"--config={SPREAD_MLP}", "--config.num_envs=1000000", "--config.total_timesteps=640000000",
       "--config.run.out_dir={missing}"],
