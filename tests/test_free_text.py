@@ -146,10 +146,10 @@ def test_format_warm_start_speaks_the_game_and_has_no_skill(tmp_path):
 
 @pytest.mark.slow
 def test_rl_in_free_text_from_the_format_warm_start_cuts_losses_against_random(tmp_path):
-    """configs/free_tic_tac_toe.py, both stages, RL shortened to 250 updates (~5 min on 2 cores): the warm start
-    loses about random's share against random at update 1 (greedy, 400 games, in-graph), RL in free text cuts
-    that by a clear margin by update 250 (measured at the earlier width 64: 49.5% -> 21.5%; the full 3000-update
-    run at width 128 was at 26.0% by its update 250, from 40.7%), with few unparsable replies."""
+    """configs/free_tic_tac_toe.py, both stages, RL shortened to 250 updates (21 min on 2 idle Xeon cores at width
+    128): the warm start loses about random's share against random at update 1 (greedy, 400 games, in-graph), RL
+    in free text cuts that by a clear margin by update 250 (measured at width 128: 40.7% -> 25.0%; at the earlier
+    width 64: 49.5% -> 21.5%), with few unparsable replies."""
     from configs import free_tic_tac_toe
 
     from jaxmarl_llm.run import entry
