@@ -268,8 +268,13 @@ def _warn(announce: bool, line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def holds_checkpoints(out_dir: str) -> bool:
-    """Whether `out_dir` holds an earlier run's complete checkpoints (a finished, killed or diverged run); orbax's
-    temporary folder of a save that did not finish (a kill, a full disk) is not one."""
+def saved_steps(out_dir: str) -> list[int]:
+    """The updates of the complete checkpoints in `out_dir`, read from the folder's names; orbax's temporary
+    folder of a save that did not finish (a kill, a full disk) is not one."""
     directory = os.path.join(out_dir, "checkpoints")
-    return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
+    return [int(name) for name in os.listdir(directory) if name.isdigit()] if os.path.isdir(directory) else []
+
+
+def holds_checkpoints(out_dir: str) -> bool:
+    """Whether `out_dir` holds an earlier run's complete checkpoints (a finished, killed or diverged run)."""
+    return bool(saved_steps(out_dir))

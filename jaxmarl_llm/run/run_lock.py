@@ -11,7 +11,6 @@ every process of a second run is refused alike without a word between them.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -19,7 +18,7 @@ import socket
 import sys
 import time
 
-from jaxmarl_llm.errors import ConfigError
+from jaxmarl_llm.errors import NO_SPACE_ERRNOS, ConfigError
 
 LOCK_FILE = "run.lock"
 
@@ -57,7 +56,7 @@ class RunLock:
             os.makedirs(self.out_dir, exist_ok=True)
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
         except OSError as err:  # not permitted, a path through a file, a read-only filesystem
-            if err.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk has its own line (errors.py)
+            if err.errno in NO_SPACE_ERRNOS:  # a full disk has its own line (errors.py)
                 raise
             raise ConfigError(f"config.run.out_dir: cannot write in {self.out_dir!r} ({err.strerror}: "
                               f"{err.filename}); choose a folder this user can write") from None

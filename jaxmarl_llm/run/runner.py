@@ -34,7 +34,7 @@ from jaxmarl_llm.run.checkpoints import Checkpoints
 from jaxmarl_llm.run import transcript_log, wandb_log
 from jaxmarl_llm.run.metrics_log import MetricsLog, plot_curves, read_csv
 from jaxmarl_llm.run.run_identity import (CONFIG_FILE, HISTORY_FILE, SHOWN, check_same_run, config_differences,
-                                          current_record, holds_checkpoints, record_resume, run_record,
+                                          current_record, holds_checkpoints, record_resume, run_record, saved_steps,
                                           write_run_record)
 from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
 from jaxmarl_llm.train.lm.episode_sample import take_episodes
@@ -103,9 +103,7 @@ def _saved_update(config) -> int:
     """The update a resume will continue from, read from the folder's names alone (0 for a fresh run), so that
     the first chunk can be compiled, at the length the run will call it, before the folder is touched."""
     folder = resume_dir(config)
-    directory = os.path.join(folder, "checkpoints") if folder else ""
-    steps = [int(name) for name in os.listdir(directory) if name.isdigit()] if os.path.isdir(directory) else []
-    return max(steps, default=0)
+    return max(saved_steps(folder), default=0) if folder else 0
 
 
 def _say(line: str) -> None:
