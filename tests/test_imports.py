@@ -193,6 +193,7 @@ FLOORS = (
     ("evaluation",),               # held-out evaluation, matches against built-in players
     ("parallel", "policies"),      # mesh and multi-host; what an agent is
     ("envs", "algos", "models"),   # environments, pure losses, models: none knows the others
+    ("gametheory",),               # small imperfect-information games as trees: best responses, CFR+
     ("tokenizers",),               # text <-> ids
     ("errors",),                   # the errors every floor raises: the leaf
 )
