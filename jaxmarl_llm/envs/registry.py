@@ -20,6 +20,8 @@ _REGISTRY: dict[str, str] = {
     "text/guess_number": "jaxmarl_llm.envs.text.guess_number:GuessNumber",
     "text/twenty_questions": "jaxmarl_llm.envs.text.twenty_questions:TwentyQuestions",
     "text/tic_tac_toe": "jaxmarl_llm.envs.text.tic_tac_toe:TicTacToe",
+    "text/kuhn_poker": "jaxmarl_llm.envs.text.poker:KuhnPoker",
+    "text/leduc_poker": "jaxmarl_llm.envs.text.poker:LeducPoker",
     "text/debate": "jaxmarl_llm.envs.text.debate:Debate",
     "text/cooperative_writing": "jaxmarl_llm.envs.text.cooperative_writing:CooperativeWriting",
     "text/arithmetic": "jaxmarl_llm.envs.text.arithmetic:Arithmetic",

@@ -194,6 +194,29 @@ class LMPolicy:
         h = h.reshape(b, c.size, d, -1)  # [B, K, D, H]
         return cand_lib.candidate_logprobs(c, lm_head(params, h, self.cfg), self.length_normalize), h[:, 0, 0]
 
+    def candidate_distribution(self, params: Params, trainable: Params | None, prompt: jax.Array,
+                               lengths: jax.Array, valid: jax.Array) -> jax.Array:
+        """[B, K]: the probability of each candidate reply after each prompt [B, L], over the valid ones [B, K]:
+        the policy's acting distribution read out exactly (what a tabular evaluation needs). Constrained: the
+        product of the trie walk's token probabilities; scored: the softmax over candidates; free text: each
+        candidate's sequence probability, renormalised over the valid candidates (the mass on other replies,
+        which do not parse, is left out)."""
+        b, k = prompt.shape[0], self.candidates.size
+        lengths = lengths.astype(jnp.int32)
+        if self.actions == "scored":
+            scores, _ = self.candidate_scores(params, trainable, prompt, lengths)
+            lp, _ = cand_lib.scored_distribution(scores, valid, self.sampling.temperature)
+        else:  # every (row, candidate) pair scored as an action taken after the row's prompt: B x K rows
+            m = max(self.sampling.max_new_tokens, self.candidates.depth)
+            table = jnp.asarray(self.candidates.table(m))  # [K, M]
+            mask = jnp.arange(m)[None, :] < jnp.asarray(self.candidates.lens)[:, None]  # [K, M]
+            rep = lambda x: jnp.repeat(x, k, axis=0)  # noqa: E731  row b's K copies, candidate order
+            lp_tok, _, _ = self.score_actions(params, trainable, rep(prompt), rep(lengths), jnp.tile(table, (b, 1)),
+                                              jnp.tile(mask, (b, 1)), rep(valid))
+            lp = lp_tok.sum(-1).reshape(b, k)
+        p = jnp.where(valid, jnp.exp(lp), 0.0)
+        return p / jnp.maximum(p.sum(-1, keepdims=True), 1e-30)
+
     def score_logits(self, logits: jax.Array, action: jax.Array, hidden: jax.Array, head: Params | None,
                      valid: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
         """`score_tokens` for this policy's action mode: logits [..., M, V] predicting action [..., M], hidden

@@ -35,7 +35,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos import value_norm
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, EstimatorInput, registry_key
-from jaxmarl_llm.evaluation import play
+from jaxmarl_llm.evaluation import exploitability, play
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.policies import central_critic, transcripts
@@ -281,13 +281,18 @@ def zero_advantage_share(adv: jax.Array, acts: jax.Array, axis_name: str | None)
 def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.Array) -> dict[str, jax.Array]:
     """{"eval/<opponent>_<win|draw|loss>", per seat too}: greedy games of the updated adapters against the game's
     built-in players after update 1 and every `plan.eval_every` updates; NaN (not played) in between. Each seat
-    plays with its own adapter slot (frozen seats: the bare base). Every device plays the same games."""
+    plays with its own adapter slot (frozen seats: the bare base). Every device plays the same games. Games with
+    a tree of information sets (poker) add "eval/exploitability", "eval/nash_conv" and per seat."""
     versus = play.versus_builtins(env, policy, plan.num_turns, plan.eval_opponents, plan.eval_episodes, plan.eval_seed)
     seat_loras = tuple(None if plan.agent_scale[a] == 0.0 else jax.tree.map(lambda x, s=s: x[s], trainable["lora"])
                        for a, s in enumerate(plan.slot_of_agent))
 
     def games():
-        return {f"eval/{k}": v for k, v in versus(model_weights(trainable, base), seat_loras).items()}
+        weights = model_weights(trainable, base)
+        out = versus(weights, seat_loras)
+        if exploitability.has_infosets(env):  # poker: the exact distance to equilibrium of the sampling policy
+            out.update(exploitability.lm_exploitability(env, policy, weights, seat_loras))
+        return {f"eval/{k}": v for k, v in out.items()}
 
     def skipped():
         return jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(games))

@@ -168,6 +168,8 @@ class Debate(TextEnv):
         return jax.vmap(lambda t, n: self.markers.occurs(*parsing.decode_chars(
             self.codec.token_chars, self.codec.token_nchars, t, n)))(self.arguments.ids, self.arguments.lens)
 
+    builtin_players = ("random",)  # the kinds `opponent_action` plays
+
     def opponent_action(self, key, state, kind: str = "random") -> TextAction:
         """The built-in player (`random_action`: a random canned argument), e.g. `scripted_agents="1:random"`."""
         if kind != "random":

@@ -272,6 +272,8 @@ class TicTacToe(TextEnv):
         actor = jnp.arange(2) == state.mover
         return self.make_action(self.moves, jnp.broadcast_to(cell, (2,)), actor)
 
+    builtin_players = ("random", "minimax")  # the kinds `opponent_action` plays
+
     def opponent_action(self, key, state, kind: str = "minimax") -> TextAction:
         """A built-in player for the seat to move: 'random' (uniform legal) or 'minimax' (optimal, random tie-break)."""
         if kind == "random":

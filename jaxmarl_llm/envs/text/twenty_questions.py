@@ -317,6 +317,8 @@ class TwentyQuestions(TextEnv):
     def guess_action(self, word: jax.Array) -> TextAction:
         return self.make_action(self.guesses, jnp.full((self.num_agents,), word), jnp.arange(self.num_agents) == 0)
 
+    builtin_players = ("random",)  # the kinds `opponent_action` plays
+
     def opponent_action(self, key, state, kind: str = "random") -> TextAction:
         """The built-in player (`random_action`): e.g. `eval.py --opponent=random` asks an LM answerer random
         listed questions, which measures its accuracy off any one questioner's tree."""

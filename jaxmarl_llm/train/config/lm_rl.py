@@ -105,6 +105,7 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # league: the rest, 1 - random - minimax, face snapshots)
     # seat_weights: how often the learner takes each seat, e.g. (1, 2): O in two games of three (() = uniform)
     c.opponent_pool = ml_collections.ConfigDict({"size": 0, "refresh_every": 10, "random": 0.0, "minimax": 0.0,
+                                                 "equilibrium": 0.0,
                                                  "seat_weights": ()})
     c.seed = 0
     c.num_envs = 16  # episodes per update
@@ -241,7 +242,7 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
         raise ConfigError(f"config.scripted_agents: {err}; write e.g. '1:minimax'") from None
     for agent, kind in kinds.items():
         _require(kind in BUILTIN_PLAYERS, "scripted_agents",
-                 f"agent {agent}: kind must be random or minimax, got {kind!r}")
+                 f"agent {agent}: kind must be one of {', '.join(BUILTIN_PLAYERS)}, got {kind!r}")
     pool = config.opponent_pool
     _require(isinstance(pool.size, int) and pool.size >= 0, "opponent_pool.size", f"must be an integer >= 0, got {pool.size!r}")
     check_positive_ints(pool, ("refresh_every",), prefix="opponent_pool.")
@@ -258,7 +259,8 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
                              and sum(weights) > 0), "opponent_pool.seat_weights",
              f"weights >= 0, not all 0, with a pool (opponent_pool.size >= 1) drawing the learner's seat; got {weights}")
     _require(sum(pool[kind] for kind in BUILTIN_PLAYERS) <= 1.0, "opponent_pool.random",
-             f"opponent_pool.random + opponent_pool.minimax must be at most 1, got {pool.random} + {pool.minimax}")
+             "the built-in players' shares (" + " + ".join(f"opponent_pool.{k}" for k in BUILTIN_PLAYERS)
+             + f") must be at most 1, got {' + '.join(str(pool[k]) for k in BUILTIN_PLAYERS)}")
 
 
 def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:

@@ -39,8 +39,8 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
             raise ConfigError(f"config.scripted_agents: agent {i} does not exist ({a} agents)")
         if not hasattr(env, "opponent_action"):
             raise ConfigError(f"config.scripted_agents: {type(env).__name__} has no built-in `opponent_action`")
-        if kind not in BUILTIN_PLAYERS:
-            raise ConfigError(f"config.scripted_agents: agent {i} kind {kind!r}; expected 'random' or 'minimax'")
+        if kind not in _players(env):
+            raise ConfigError(f"config.scripted_agents: agent {i} kind {kind!r}; {_offers(env)}")
     groups = tuple(config.adapter_of_agent)
     if groups:
         if len(groups) != a or sorted(set(groups)) != list(range(max(groups) + 1)):
@@ -55,6 +55,13 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
     if (league or config.in_graph_eval.every) and not hasattr(env, "opponent_action"):
         key = "opponent_pool.random" if league else "in_graph_eval.every"
         raise ConfigError(f"config.{key}: {type(env).__name__} has no built-in players (`opponent_action`)")
+    for kind in BUILTIN_PLAYERS:
+        if config.opponent_pool[kind] and kind not in _players(env):
+            raise ConfigError(f"config.opponent_pool.{kind}: {_offers(env)}")
+    if config.in_graph_eval.every:
+        for kind in config.in_graph_eval.opponents:
+            if kind not in _players(env):
+                raise ConfigError(f"config.in_graph_eval.opponents: {kind!r}; {_offers(env)}")
     if config.opponent_pool.get("seat_weights", ()) and len(config.opponent_pool.seat_weights) != a:
         raise ConfigError(f"config.opponent_pool.seat_weights: one weight per seat ({a}), got "
                           f"{tuple(config.opponent_pool.seat_weights)}")
@@ -64,6 +71,16 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
                               "and no scripted_agents or frozen_agents")
     elif not any(i not in scripted and i not in config.frozen_agents for i in range(a)):
         raise ConfigError("config.scripted_agents / frozen_agents: no agent is left to learn")
+
+
+def _players(env) -> tuple[str, ...]:
+    return tuple(getattr(env, "builtin_players", ())) if hasattr(env, "opponent_action") else ()
+
+
+def _offers(env) -> str:
+    players = _players(env)
+    return (f"{type(env).__name__}'s built-in players are {', '.join(players)}" if players
+            else f"{type(env).__name__} has no built-in players")
 
 
 def seat_layout(config, num_agents: int, scripted: dict[int, str]) -> dict[str, Any]:

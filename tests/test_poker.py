@@ -1,0 +1,168 @@
+"""Kuhn and Leduc poker as token games: the env walks the game tree, reads as the tree says, its built-in
+players play what they claim, and the exploitability the update logs equals one computed outside it."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmarl_llm.envs.text.poker import KuhnPoker, LeducPoker, equilibrium
+from jaxmarl_llm.gametheory import exploitability as ex
+from jaxmarl_llm.gametheory.tree import TERMINAL
+from jaxmarl_llm.tokenizers import WordTokenizer
+
+
+@pytest.fixture(scope="module", params=["kuhn", "leduc"])
+def env(request):
+    return {"kuhn": KuhnPoker, "leduc": LeducPoker}[request.param]()
+
+
+def _play(env, kinds, n, seed=0, record=False):
+    """n hands, seat s played by built-in kind[s]: (summed rewards [n, 2], final nodes [n], nodes per step)."""
+    def hand(key):
+        obs, st = env.reset(key)
+
+        def body(c, k):
+            st, tot = c
+            ka, kb, ks = jax.random.split(k, 3)
+            a0, a1 = env.opponent_action(ka, st, kinds[0]), env.opponent_action(kb, st, kinds[1])
+            act = jax.tree.map(lambda x, y: jnp.where(env.player[st.node] == 0, x, y), a0, a1)
+            r = env.step(ks, st, act)
+            return (r.state, tot + r.reward), (st.node, r.state.node)
+
+        (st, tot), path = jax.lax.scan(body, (st, jnp.zeros(2)), jax.random.split(key, len(env.tree.levels)))
+        return tot, st.node, path, st.done
+
+    tot, node, path, done = jax.jit(jax.vmap(hand))(jax.random.split(jax.random.PRNGKey(seed), n))
+    assert bool(done.all())
+    return np.asarray(tot), np.asarray(node), tuple(np.asarray(p) for p in path)
+
+
+def test_hands_follow_the_tree_and_pay_its_returns(env):
+    tot, node, (before, after) = _play(env, ("random", "random"), 2000)
+    tree = env.tree
+    assert (tree.player[node] == TERMINAL).all()
+    np.testing.assert_allclose(tot, tree.payoff[node])
+    for b, a in zip(before.reshape(-1), after.reshape(-1)):  # every move goes to a child (through chance)
+        if b != a:
+            hb, ha = tree.histories[b], tree.histories[a]
+            assert ha[: len(hb)] == hb and 1 <= len(ha) - len(hb) <= 2
+
+
+def test_built_in_players_earn_their_exact_values(env):
+    """Monte Carlo over hands through the env equals the tree's exact value of (equilibrium, random) and
+    (random, equilibrium): the players play the tables they claim."""
+    tree = env.tree
+    eq, uni = np.asarray(equilibrium(env.game)), ex.uniform_policy(tree)
+    seat = tree.infoset_player[:-1][:, None]
+    for kinds, seat0, seat1 in ((("equilibrium", "random"), eq, uni), (("random", "equilibrium"), uni, eq)):
+        exact = float(ex.exploitability(tree, np.where(seat == 0, seat0, seat1)).policy_value[0])
+        tot, _, _ = _play(env, kinds, 40000, seed=1)
+        sem = tot[:, 0].std() / np.sqrt(len(tot))
+        assert abs(tot[:, 0].mean() - exact) < 4 * sem, (kinds, tot[:, 0].mean(), exact)
+
+
+def test_equilibrium_player_is_unexploitable(env):
+    assert float(ex.exploitability(env.tree, equilibrium(env.game)).exploitability) < 1e-3
+
+
+def test_observations_are_the_information_sets_words(env):
+    """At every decision the mover reads the text of its information set (`infoset_views`), and two
+    histories of one set read the same; the other seat reads its own view."""
+    tree = env.tree
+    rows, seats = env.infoset_views()
+    rng = np.random.default_rng(0)
+    nodes = [n for n in range(tree.sink) if tree.player[n] in (0, 1)]
+    for n in rng.choice(nodes, min(60, len(nodes)), replace=False):
+        st = env.state_at(tree.histories[n])
+        mover = int(tree.player[n])
+        text = env.tokenizer.decode(np.asarray(st.buf[mover, : st.length[mover]]).tolist())
+        assert text == env.view_texts[rows[tree.infoset[n]]]
+        assert seats[tree.infoset[n]] == mover
+        assert "Your move" in text and "Their move" in env.tokenizer.decode(
+            np.asarray(st.buf[1 - mover, : st.length[1 - mover]]).tolist())
+
+
+def test_replies_parse_and_a_bad_one_loses_two_chips():
+    env = LeducPoker(tokenizer=WordTokenizer.from_texts(LeducPoker().view_texts + ("Move: fold call raise",)))
+    st = env.state_at((0, 2))  # seat 0 to open: fold is not legal (nothing to call)
+    enc = lambda s: env.codec.table([s], width=env.max_action_tokens)  # noqa: E731
+    for reply, legal in (("Move: raise", True), ("Move: fold", False), ("Move: bluff", False)):
+        t = enc(reply)
+        action = env.make_action(t, jnp.zeros(2, jnp.int32), jnp.array([True, False]))
+        r = env.step(jax.random.PRNGKey(0), st, action)
+        if legal:
+            assert not bool(r.state.done) and float(r.reward.sum()) == 0.0
+            assert env.tree.histories[int(r.state.node)] == (0, 2, 2)
+        else:
+            assert bool(r.state.done) and r.reward.tolist() == [-2.0, 0.0]
+            assert bool(r.info["illegal"][0]) and bool(r.info["format_error"][0]) == (reply == "Move: bluff")
+
+
+def _kuhn_trainer(**kw):
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer, c.env_kwargs = "text/kuhn_poker", "word", {}
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c.policy.actions = "constrained"
+    c.algo, c.group_size, c.num_envs, c.num_turns, c.lr, c.ent_coef = "ppo", 1, 8, 3, 3e-2, 0.05
+    c.in_graph_eval.update(every=1, episodes=8, opponents=("random", "equilibrium"))
+    c.mesh.num_devices = 1
+    c.update(kw)
+    validate_lm_rl(c)
+    return lm_rl.make_train(c)
+
+
+def test_in_graph_exploitability_equals_the_policy_read_outside_the_update():
+    """After two updates of self-play, the update's eval/exploitability equals: the trained adapter's action
+    distribution read at a state of every information set (env.state_at, the mover's own observation),
+    then the exact best responses; and that distribution is what sampling draws."""
+    from jaxmarl_llm.policies.lm_policy import model_weights
+
+    trainer = _kuhn_trainer()
+    env, policy = trainer.env, trainer.policy
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    step = jax.jit(trainer.update)
+    for _ in range(2):
+        state, metrics = step(state, trainer.hparams, trainer.base)
+    lora = jax.tree.map(lambda x: x[0], state.trainable["lora"])
+    weights = model_weights(state.trainable, trainer.base)
+    tree = env.tree
+    table = np.zeros((tree.num_infosets, tree.num_actions), np.float32)
+    firsts = {}
+    for n in range(tree.sink):
+        firsts.setdefault(int(tree.infoset[n]), n)
+    for i in range(tree.num_infosets):
+        st = env.state_at(tree.histories[firsts[i]])
+        mover = int(tree.player[firsts[i]])
+        valid = env.candidate_mask(st)[mover][None]
+        table[i, :2] = policy.candidate_distribution(weights, {"lora": lora}, st.buf[mover][None].astype(jnp.int32),
+                                                     st.length[mover][None], valid)[0]
+    want = ex.exploitability(tree, table)
+    assert float(metrics["eval/exploitability"]) == pytest.approx(float(want.exploitability), abs=1e-5)
+    assert float(metrics["eval/nash_conv_seat1"]) == pytest.approx(
+        float(want.best_response_value[1] - want.policy_value[1]), abs=1e-5)
+    assert 0.0 < float(metrics["eval/exploitability"]) <= 1.0
+
+    # sampling draws that distribution: 4000 draws at the opening set of K
+    i = tree.index("K||")
+    st = env.state_at(tree.histories[firsts[i]])
+    n = 4000
+    sample = jax.jit(lambda k: policy.sample(k, weights, {"lora": lora},
+                                             jnp.repeat(st.buf[:1].astype(jnp.int32), n, 0),
+                                             jnp.repeat(st.length[:1], n, 0), jnp.repeat(env.candidate_mask(st)[:1], n, 0)))
+    tokens = np.asarray(sample(jax.random.PRNGKey(3)).tokens)
+    bets = np.mean([env.tokenizer.decode(t.tolist()).strip().endswith("bet") for t in tokens])
+    p_bet = table[i, 1]
+    assert abs(bets - p_bet) < 4 * np.sqrt(p_bet * (1 - p_bet) / n) + 1e-3, (bets, p_bet)
+
+
+def test_a_game_offers_only_its_own_built_in_players():
+    from jaxmarl_llm.train.config import ConfigError
+
+    with pytest.raises(ConfigError, match="in_graph_eval.opponents: 'minimax'; KuhnPoker's built-in players are "
+                                          "random, equilibrium"):
+        _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("minimax",), "seed": 0})
