@@ -2,7 +2,8 @@
 
 One shared policy (the seat is in the prompt) plays both seats; its legal actions (pass, bet) are the candidates
 (`policy.actions="constrained"`). Each update plays `num_envs` hands per seat of the shared policy against
-itself (`share_policy=True`, both seats learn: `opponent_pool.size=0`), PPO with a value head. Every
+itself (`share_policy=True`, both seats learn: `opponent_pool.size=0`), magnetic mirror descent (`algo="mmd"`)
+with a value head. Every
 `in_graph_eval.every` updates the compiled update reads the policy's action distribution at all 12 information
 sets and computes the exact best response of each seat: `eval/exploitability` (uniform play: 0.458; an
 equilibrium: 0), `eval/nash_conv` and per seat, beside greedy hands against the random and equilibrium players.
@@ -22,15 +23,19 @@ def get_config():
     c.env_kwargs = {}
     c.policy.actions = "constrained"
     c.share_policy = True
-    c.algo, c.group_size = "ppo", 1
+    # magnetic mirror descent: PPO + a reverse-KL pull toward a magnet adapter that follows the learner + an
+    # entropy bonus (each a mean over the reply's 4 tokens, of which only the action's is free); plain PPO
+    # self-play (--config.algo=ppo --config.kl_coef=0) turns deterministic and stays at exploitability 1/3
+    c.algo, c.group_size = "mmd", 1
+    c.kl_coef, c.magnet_rate = 0.4, 0.05
     c.num_turns = 3  # a hand has at most three moves
     c.num_envs = 64
     c.lr, c.anneal_lr = 1e-3, True
     c.critic.lr = 1e-2
-    c.ent_coef = 0.01
+    c.ent_coef = 0.2
     c.sampling.temperature = 1.0
-    c.total_episodes = 64 * 1000
-    c.in_graph_eval.update(every=50, episodes=200, opponents=("random", "equilibrium"))
+    c.total_episodes = 64 * 1200
+    c.in_graph_eval.update(every=25, episodes=200, opponents=("random", "equilibrium"))
     c.run.out_dir = "runs/kuhn_poker"
     c.run.updates_per_chunk = 10
     c.run.eval_targets = {"eval/exploitability": 0.02}

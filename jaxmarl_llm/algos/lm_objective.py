@@ -52,6 +52,9 @@ class Algorithm(NamedTuple):
     init_state: Callable | None = None
     # the estimator reads a value per generated token (x.token_value): the trainer scores the rollout for it
     token_values: bool = False
+    # the KL's reference is a "magnet" adapter that follows the learner slowly (magnetic mirror descent), not the
+    # base with adapters off: the trainer keeps it in trainable["magnet"] and moves it after each update
+    magnet: bool = False
 
 
 # ---- advantages ---------------------------------------------------------------------------------------
@@ -138,6 +141,9 @@ ALGORITHMS: dict[str, Algorithm] = {
     "rloo": Algorithm(leave_one_out, reinforce, critic=False),
     "magrpo": Algorithm(team_group_normalized, clipped_grpo, critic=False),
     "rae": Algorithm(role_baselines, clipped_grpo, critic=False, groups=False, init_state=rae.init_baselines),
+    # magnetic mirror descent (Sokota et al. 2023): PPO + kl_coef x KL(policy || magnet) + the entropy bonus,
+    # the magnet moving toward the learner by magnet_rate a update; approaches Nash in two-player zero-sum games
+    "mmd": Algorithm(turn_gae, clipped_ppo, critic=True, groups=False, magnet=True),
 }
 
 
@@ -165,7 +171,7 @@ class Scored(NamedTuple):
     ret: jax.Array  # value targets, shaped as value
     token_mask: jax.Array  # bool: generated tokens of seats that learn
     value_mask: jax.Array  # bool, shaped as value: where the value loss counts
-    ref_logprob: jax.Array | None  # the reference policy's (adapters off), or None without KL
+    ref_logprob: jax.Array | None  # the reference policy's (adapters off, or MMD's magnet), or None without KL
 
 
 def lm_loss(algo: Algorithm, s: Scored, hp, *, aggregation: str, kl_estimator: str, clip_value: bool,

@@ -122,6 +122,7 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         anneal_lr=bool(config.anneal_lr), num_updates=max(int(config.total_episodes // config.num_envs), 1),
         critic_optimizer=float(config.critic.lr) > 0.0, value_norm=bool(config.critic.value_norm),
         lora_lr_ratio=float(config.lora.lr_ratio), train_base=bool(config.train_base),
+        magnet_rate=float(config.magnet_rate) if ALGORITHMS[registry_key(config.algo, config.credit)].magnet else 0.0,
         eval_every=int(config.in_graph_eval.every), eval_episodes=int(config.in_graph_eval.episodes),
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
         transcript_episodes=int(config.run.transcript_episodes) if int(config.run.transcripts_every) > 0 else 0,
@@ -153,6 +154,8 @@ def assemble(config, setup, plan: Plan) -> LMTrainer:
             trainable["critic"] = central_critic.critic_init(
                 jax.random.fold_in(k_init, 7), plan.num_agents, plan.world_critic or policy.cfg.hidden_size,
                 plan.critic_hidden, per_seat=not plan.world_critic)
+        if ALGORITHMS[plan.algo].magnet:  # MMD's magnet starts as the initial adapters (B = 0: the base)
+            trainable["magnet"] = jax.tree.map(jnp.copy, trainable["lora"])
         pool = lm_seats.init_pool(plan, trainable["lora"])
         init_state = ALGORITHMS[plan.algo].init_state
         algo_state = None if init_state is None else init_state(plan.num_agents)
@@ -259,6 +262,9 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
         metrics.update(sample_episodes(plan, turns, seats, final_tokens, env_ids, axis_name))
     if algo_state is not None:  # a stateful estimator's per-role state (RAE: each role's running mean return)
         metrics.update({f"baseline_agent{a}": algo_state[a] for a in range(plan.num_agents)})
+    if ALGORITHMS[plan.algo].magnet:  # the magnet follows the learner slowly (no gradient reaches it)
+        trainable = {**trainable, "magnet": jax.tree.map(lambda m, x: m + plan.magnet_rate * (x - m),
+                                                         trainable["magnet"], trainable["lora"])}
     step = state.update_step + 1
     if plan.eval_every:
         metrics.update(in_graph_eval(plan, env, policy, base, trainable, step))

@@ -125,6 +125,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.vf_coef = 0.5
     c.kl_coef = 0.0
     c.kl_estimator = "k3"
+    # algo="mmd": how far the magnet (the KL's reference) moves toward the learner after each update, in adapter
+    # weights (0: a fixed magnet, the initial adapters)
+    c.magnet_rate = 0.05
     c.gamma = 1.0
     c.gae_lambda = 0.95
     c.max_grad_norm = 1.0
@@ -188,6 +191,12 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
              "mesh.device_memory_gib", f"must be >= 0 (0: detect), got {config.mesh.device_memory_gib!r}")
     check_positive_ints(config.rollout, ("chunk", "min_score_width"), prefix="rollout.")
     critic = ALGORITHMS[config.algo].critic
+    _require(isinstance(config.magnet_rate, (int, float)) and 0.0 <= config.magnet_rate <= 1.0, "magnet_rate",
+             f"must be in [0, 1], got {config.magnet_rate!r}")
+    _require(not ALGORITHMS[config.algo].magnet or config.kl_coef > 0, "kl_coef",
+             f"{config.algo} pulls the policy toward its magnet by kl_coef: set kl_coef > 0 (e.g. 0.1)")
+    _require(not ALGORITHMS[config.algo].magnet or not config.train_base, "train_base",
+             f"{config.algo}'s magnet is an adapter: use train_base=False")
     _require(not ALGORITHMS[config.algo].groups or config.group_size > 1, "group_size",
              f"{config.algo} compares the episodes of a group: it needs groups of at least 2")
     _require(isinstance(config.rae_decay, (int, float)) and 0.0 <= config.rae_decay < 1.0, "rae_decay",

@@ -85,6 +85,7 @@ class Plan:
     value_norm: bool = False  # the critic learns normalised returns (algos/value_norm.py; config.critic.value_norm)
     train_base: bool = False  # the base's weights train too (trainable["base"]); config.train_base
     lora_lr_ratio: float = 1.0  # LoRA+: B's lr over A's (config.lora.lr_ratio; static: 1 keeps plain Adam's state)
+    magnet_rate: float = 0.0  # MMD: after each update magnet += magnet_rate x (learner - magnet), adapter weights
     # in-graph evaluation: every `eval_every` updates (and after the first) greedy games against the game's
     # built-in players (0 = off); evaluation/play.py `versus_builtins`
     eval_every: int = 0

@@ -132,12 +132,20 @@ def loss_of_scores(plan: Plan, scores: Scores, critic, ref_lp, mb: Turns, adv, r
                    kl_estimator=plan.kl_estimator, clip_value=plan.clip_value, axis_name=axis_name)
 
 
+def reference_of(trainable) -> tuple[dict, bool]:
+    """(trainable, reference flag) the KL's reference is scored with: MMD's magnet adapter in the learner's
+    place (no gradient), else the base with adapters off."""
+    if "magnet" in trainable:
+        return {**trainable, "lora": jax.lax.stop_gradient(trainable["magnet"])}, False
+    return trainable, True
+
+
 def loss_fn(trainable, plan: Plan, scorer, mb: Turns, adv, ret, hp: LMHParams, axis_name):
     """Score the minibatch (and its reference, with KL) and take the loss: differentiate w.r.t. `trainable`.
     scorer(trainable, reference) -> Scores of `mb`."""
     ref_lp = None
     if plan.use_kl:
-        ref_lp = jax.lax.stop_gradient(scorer(trainable, True)[0])
+        ref_lp = jax.lax.stop_gradient(scorer(*reference_of(trainable))[0])
     scores = scorer(trainable, False)
     return loss_of_scores(plan, scores, trainable.get("critic"), ref_lp, mb, adv, ret, hp, axis_name)
 
@@ -176,7 +184,8 @@ def accumulated_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, 
     scores = jax.tree.map(lambda x: join(x, 1), jax.lax.map(lambda part: score_part(trainable, part), parts))
     ref_lp = None
     if plan.use_kl:
-        ref_lp = join(jax.lax.map(lambda part: score_part(trainable, part, True)[0], parts), 1)
+        ref_tr, off = reference_of(trainable)
+        ref_lp = join(jax.lax.map(lambda part: score_part(ref_tr, part, off)[0], parts), 1)
     (g_scores, g_critic), metrics = jax.grad(
         lambda sc, cr: loss_of_scores(plan, sc, cr, ref_lp, mb, adv, ret, hp, axis_name), argnums=(0, 1),
         has_aux=True)(scores, trainable.get("critic"))
