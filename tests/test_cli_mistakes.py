@@ -132,7 +132,10 @@ CASES = [
      r"checkpoint .*/run/checkpoints/10 does not fit this config's runner state \(saved -> now\): "
      r"trainable\.lora\..*: <absent> -> \(1, 2, ", "run"),
     case("eval: an unknown opponent", "eval", [f"--config={TTT}", "--opponent=nobody"],
-     r"--opponent='nobody': expected random, minimax, base, self or a run directory", "base"),
+     r"--opponent='nobody': expected random, minimax, equilibrium, base, self or a run directory", "base"),
+    case("eval: a built-in player the game does not have", "eval", [f"--config={TTT}", "--opponent=equilibrium"],
+     r"--opponent='equilibrium': TicTacToe's built-in players are random, minimax; or base, self or a run "
+     r"directory", "base"),
     case("sweep: an unknown key", "sweep", [f"--config={SPREAD_MLP}", "--sweep.bogus=1"],
      r"sweep\.bogus: unknown key 'bogus' in sweep; valid keys: .*lr", "base"),
     case("sweep: no seeds", "sweep", [f"--config={SPREAD_MLP}", "--sweep.seeds=0", "--sweep.out_dir={missing}"],

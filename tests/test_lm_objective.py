@@ -73,7 +73,7 @@ def test_new_algorithm_through_the_registry(monkeypatch):
     """One registry line makes a new estimator a valid `config.algo` that trains; unknown names list the choices."""
     c = _tiny_config(group_size=4)
     c.algo = "grpo_median"
-    with pytest.raises(ConfigError, match="config.algo: must be ppo, grpo, rloo, magrpo or rae, got 'grpo_median'"):
+    with pytest.raises(ConfigError, match="config.algo: must be ppo, grpo, rloo, magrpo, rae or mmd, got 'grpo_median'"):
         validate_lm_rl(c)
     monkeypatch.setitem(ALGORITHMS, "grpo_median", Algorithm(median_baseline, lm_objective.clipped_grpo, critic=False))
     validate_lm_rl(c)

@@ -74,6 +74,10 @@ def check_flags() -> None:
 
 def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> play.Player:
     if spec in BUILTIN_PLAYERS:
+        offered = tuple(getattr(trainer.env, "builtin_players", ()))
+        if spec not in offered:
+            fail(f"--opponent={spec!r}: {type(trainer.env).__name__}'s built-in players are "
+                 f"{', '.join(offered) or 'none'}; or base, self or a run directory")
         return play.Player(spec)
     if trained_base and spec != "self":  # both seats of a match run one base
         fail(f"--opponent={spec!r}: the checkpoint trained its base (train_base); play it against "
@@ -88,7 +92,7 @@ def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> 
             fail(f"--opponent={spec!r} trained its base (train_base): it can only play random, "
                                  "minimax or itself")
         return play.Player("lm", lora)
-    fail(f"--opponent={spec!r}: expected random, minimax, base, self or a run directory")
+    fail(f"--opponent={spec!r}: expected {', '.join(OPPONENTS)} or a run directory")
 
 
 @main_guard

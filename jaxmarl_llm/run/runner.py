@@ -219,6 +219,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
         plot_curves({headline: (xs, [float(r[headline]) for r in rows])}, os.path.join(out_dir, "learning_curve.png"),
                     headline, title, smooth=True, references=dict(config.run.get("references", {})))
         evals = {name: _played(rows, name) for name in rows[-1] if name.startswith(EVAL_PREFIX) and "_seat" not in name}
+        evals = {name: xy for name, xy in evals.items() if any(y != 0 for y in xy[1])}  # never-seen events: no line
         if evals:  # in-graph evaluation, on its own panel: only the updates that played it
             targets = {f"target {name}": value for name, value in dict(config.run.get("eval_targets", {})).items()}
             plot_curves(evals, os.path.join(out_dir, "eval_curve.png"), "rate (greedy games)", title,

@@ -258,7 +258,7 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
     _require(pool.size == 0 or config.share_policy, "opponent_pool.size",
              "a snapshot pool is self-play of one shared policy; set share_policy=True")
     for kind in BUILTIN_PLAYERS:
-        share = pool[kind]
+        share = pool.get(kind, 0.0)
         _require(isinstance(share, (int, float)) and 0.0 <= share <= 1.0, f"opponent_pool.{kind}",
                  f"must be a share of groups in [0, 1], got {share!r}")
         _require(share == 0 or pool.size > 0, f"opponent_pool.{kind}",
@@ -267,9 +267,9 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
     _require(not weights or (pool.size > 0 and all(isinstance(w, (int, float)) and w >= 0 for w in weights)
                              and sum(weights) > 0), "opponent_pool.seat_weights",
              f"weights >= 0, not all 0, with a pool (opponent_pool.size >= 1) drawing the learner's seat; got {weights}")
-    _require(sum(pool[kind] for kind in BUILTIN_PLAYERS) <= 1.0, "opponent_pool.random",
+    _require(sum(pool.get(kind, 0.0) for kind in BUILTIN_PLAYERS) <= 1.0, "opponent_pool.random",
              "the built-in players' shares (" + " + ".join(f"opponent_pool.{k}" for k in BUILTIN_PLAYERS)
-             + f") must be at most 1, got {' + '.join(str(pool[k]) for k in BUILTIN_PLAYERS)}")
+             + f") must be at most 1, got {' + '.join(str(pool.get(k, 0.0)) for k in BUILTIN_PLAYERS)}")
 
 
 def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:

@@ -51,12 +51,12 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
                               "opponent_pool (they place adapters themselves)")
     if set(scripted) & set(config.frozen_agents):
         raise ConfigError("config.scripted_agents: an agent cannot be both scripted and in frozen_agents")
-    league = any(config.opponent_pool[kind] for kind in BUILTIN_PLAYERS)
+    league = any(config.opponent_pool.get(kind, 0.0) for kind in BUILTIN_PLAYERS)
     if (league or config.in_graph_eval.every) and not hasattr(env, "opponent_action"):
         key = "opponent_pool.random" if league else "in_graph_eval.every"
         raise ConfigError(f"config.{key}: {type(env).__name__} has no built-in players (`opponent_action`)")
     for kind in BUILTIN_PLAYERS:
-        if config.opponent_pool[kind] and kind not in _players(env):
+        if config.opponent_pool.get(kind, 0.0) and kind not in _players(env):
             raise ConfigError(f"config.opponent_pool.{kind}: {_offers(env)}")
     if config.in_graph_eval.every:
         for kind in config.in_graph_eval.opponents:
@@ -107,8 +107,8 @@ def seat_layout(config, num_agents: int, scripted: dict[int, str]) -> dict[str, 
         scripted=tuple(sorted(scripted.items())),
         pool_size=pool_size,
         refresh_every=int(config.opponent_pool.refresh_every),
-        league=tuple((kind, float(config.opponent_pool[kind])) for kind in BUILTIN_PLAYERS
-                     if config.opponent_pool[kind] > 0),
+        league=tuple((kind, float(config.opponent_pool.get(kind, 0.0))) for kind in BUILTIN_PLAYERS
+                     if config.opponent_pool.get(kind, 0.0) > 0),
         seat_weights=tuple(float(w) for w in config.opponent_pool.get("seat_weights", ())),
     )
 
