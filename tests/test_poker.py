@@ -57,7 +57,7 @@ def test_built_in_players_earn_their_exact_values(env):
     seat = tree.infoset_player[:-1][:, None]
     for kinds, seat0, seat1 in ((("equilibrium", "random"), eq, uni), (("random", "equilibrium"), uni, eq)):
         exact = float(ex.exploitability(tree, np.where(seat == 0, seat0, seat1)).policy_value[0])
-        tot, _, _ = _play(env, kinds, 40000, seed=1)
+        tot, _, _ = _play(env, kinds, 20000, seed=1)
         sem = tot[:, 0].std() / np.sqrt(len(tot))
         assert abs(tot[:, 0].mean() - exact) < 4 * sem, (kinds, tot[:, 0].mean(), exact)
 
@@ -195,10 +195,12 @@ def test_mmd_pulls_toward_a_magnet_that_follows_the_learner():
         _kuhn_trainer(algo="mmd", kl_coef=0.0)
 
 
+@pytest.mark.slow
 def test_mmd_self_play_cuts_kuhn_exploitability_from_a_random_model():
     """configs/kuhn_poker.py as shipped (random tiny model, MMD, seed 0) for its first 150 updates: the exact
     exploitability of the sampling policy falls from the random model's 0.57 to under 0.35 (plain PPO
-    self-play turns deterministic and sits at 1/3; the full run reaches the figures in docs/results.md)."""
+    self-play turns deterministic and sits at 1/3; the full run reaches the figures in docs/results.md).
+    ~13 min on 2 shared cores: slow (`pytest -m slow tests/test_poker.py`)."""
     from jaxmarl_llm.run.cli import load_config_file
     from jaxmarl_llm.train import lm_rl
 
