@@ -30,12 +30,12 @@ import numpy as np
 from flax import struct
 
 from jaxmarl_llm.envs.text import parsing
-from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState, declare_info_ratios
+from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.envs.text.codec import encode_many
 from jaxmarl_llm.gametheory import cfr
 from jaxmarl_llm.gametheory.kuhn import KuhnRules
-from jaxmarl_llm.gametheory.leduc import LeducRules, parse, round_over
+from jaxmarl_llm.gametheory.leduc import LeducRules, parse
 from jaxmarl_llm.gametheory.tree import CHANCE, TERMINAL, GameTree, build_tree
 
 RANKS = "JQK"
@@ -63,9 +63,9 @@ def _join(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def _said(acts: list[int], seat: int, names: tuple[str, ...], first: int = 0) -> str:
-    """'you pass, they bet' from the seat's point of view (`first` moves first)."""
-    return ", ".join(("you " if (first + i) % 2 == seat else "they ") + names[a] for i, a in enumerate(acts))
+def _said(acts: list[int], seat: int, names: tuple[str, ...]) -> str:
+    """'you pass, they bet' from the seat's point of view (seat 0 moves first in every round)."""
+    return ", ".join(("you " if i % 2 == seat else "they ") + names[a] for i, a in enumerate(acts))
 
 
 class _PokerText:
@@ -180,6 +180,7 @@ class _Poker(TextEnv):
         self.chance_probs = jnp.asarray(tree.chance)
         self.player = jnp.asarray(tree.player)
         self.payoff = jnp.asarray(tree.payoff)
+        self.node_infoset = jnp.asarray(tree.infoset)  # [N + 1]
         self._setup([list(self.views.ids[0, : int(self.views.lens[0])])], [self.views.width])
 
     @property
@@ -257,15 +258,11 @@ class _Poker(TextEnv):
 
     def policy_action(self, key, state, policy: jax.Array) -> TextAction:
         """The mover's action drawn from a tabular policy [I, A] (as in gametheory.exploitability)."""
-        probs = policy[jnp.minimum(self.tree_infoset[state.node], policy.shape[0] - 1), : self.legal.shape[1]]
+        probs = policy[jnp.minimum(self.node_infoset[state.node], policy.shape[0] - 1), : self.legal.shape[1]]
         probs = jnp.where(self.legal[state.node], probs, 0.0)
         probs = jnp.where(probs.sum() > 0, probs, self.legal[state.node])
         move = jax.random.categorical(key, jnp.log(jnp.maximum(probs, 1e-30)) + jnp.where(probs > 0, 0.0, -1e30))
         return self.move_action(state, move)
-
-    @property
-    def tree_infoset(self) -> jax.Array:
-        return jnp.asarray(self.tree.infoset)
 
     builtin_players = ("random", "equilibrium")  # the kinds `opponent_action` plays
 
