@@ -124,3 +124,30 @@ def test_exploitability_equals_openspiels_on_seeded_random_policies(name):
         got = ex.exploitability(tree, pol)
         np.testing.assert_allclose(float(got.exploitability), want, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(float(got.nash_conv), os_expl.nash_conv(game, ref), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["kuhn_poker", "leduc_poker"])
+def test_the_average_policy_plays_the_mixture_of_its_iterates(name):
+    """Kuhn's theorem, numerically: the reach-weighted average of two policies (weights 1 and 3) earns against
+    any opponent exactly what drawing one of them per hand (probability 1/4, 3/4) earns, in either seat; the plain
+    per-set mean of the two tables does not (where a seat moves twice: its second move's weight depends on its first)."""
+    from jaxmarl_llm.evaluation import exploitability as lm_ex
+
+    tree = TREES[name]
+    rng = np.random.default_rng(1)
+    pols = [np.asarray(ex.normalize(tree, rng.random((tree.num_infosets, tree.num_actions)) ** 3))[:-1]
+            for _ in range(3)]
+    total = lm_ex.empty_total(tree)
+    for pol, w in zip(pols[:2], (1.0, 3.0)):
+        total = lm_ex.accumulate(tree, total, pol, w)
+    avg, naive = np.asarray(lm_ex.average(tree, total)), 0.25 * pols[0] + 0.75 * pols[1]
+    seat_of = tree.infoset_player[:-1, None]
+    naive_gap = 0.0
+    for seat in (0, 1):
+        def value(mine):  # seat plays `mine`, the other seat the third policy
+            return float(ex.exploitability(tree, np.where(seat_of == seat, mine, pols[2])).policy_value[seat])
+
+        mixture = 0.25 * value(pols[0]) + 0.75 * value(pols[1])
+        assert value(avg) == pytest.approx(mixture, abs=1e-5)
+        naive_gap = max(naive_gap, abs(value(naive) - mixture))
+    assert naive_gap > 1e-3

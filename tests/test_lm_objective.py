@@ -35,6 +35,27 @@ def test_group_baselines_match_brute_force(name):
     assert not np.asarray(ret).any()  # no critic: no value targets
 
 
+def test_at_grpo_groups_by_seat_and_turn_against_brute_force():
+    """AT-GRPO: the return to go of seat a at turn t, normalised among the episodes of its group in which seat a
+    moved at turn t; a turn the seat did not move gets 0 and counts in no group."""
+    reward, group = _rewards(t=4, n=12, a=2, seed=3), 4
+    acted = np.random.default_rng(4).random(reward.shape) < 0.6  # [T, N, A]
+    adv, ret, _ = ALGORITHMS["at_grpo"].advantages(
+        EstimatorInput(reward, None, jnp.asarray(acted), None, _all_seats, group_size=group), None, None)
+    r = np.asarray(reward)
+    to_go = r[::-1].cumsum(0)[::-1]
+    want = np.zeros_like(r)
+    for t in range(r.shape[0]):
+        for a in range(r.shape[2]):
+            for g in range(r.shape[1] // group):
+                rows = [i for i in range(g * group, (g + 1) * group) if acted[t, i, a]]
+                if len(rows) > 1:
+                    v = to_go[t, rows, a]
+                    want[t, rows, a] = (v - v.mean()) / (v.std(ddof=1) + 1e-4)
+    np.testing.assert_allclose(np.asarray(adv), want, rtol=1e-3, atol=1e-4)
+    assert not np.asarray(ret).any()
+
+
 def _all_seats(x):
     return x  # every seat learns: the loss view is the whole record
 
@@ -73,7 +94,7 @@ def test_new_algorithm_through_the_registry(monkeypatch):
     """One registry line makes a new estimator a valid `config.algo` that trains; unknown names list the choices."""
     c = _tiny_config(group_size=4)
     c.algo = "grpo_median"
-    with pytest.raises(ConfigError, match="config.algo: must be ppo, grpo, rloo, magrpo, rae or mmd, got 'grpo_median'"):
+    with pytest.raises(ConfigError, match="config.algo: must be ppo, grpo, rloo, magrpo, at_grpo, rae or mmd, got 'grpo_median'"):
         validate_lm_rl(c)
     monkeypatch.setitem(ALGORITHMS, "grpo_median", Algorithm(median_baseline, lm_objective.clipped_grpo, critic=False))
     validate_lm_rl(c)

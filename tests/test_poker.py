@@ -160,6 +160,53 @@ def test_in_graph_exploitability_equals_the_policy_read_outside_the_update():
     assert abs(bets - p_bet) < 4 * np.sqrt(p_bet * (1 - p_bet) / n) + 1e-3, (bets, p_bet)
 
 
+def test_the_average_policy_in_the_update_equals_the_average_taken_outside():
+    """in_graph_eval.average: after each update (eval every update) the update's eval/average_exploitability
+    equals the exploitability of the reach-weighted average of the tables read outside after every update so far
+    (weights = update step, "linear"); after the first update the average is that update's policy."""
+    from jaxmarl_llm.evaluation import exploitability as lm_ex
+    from jaxmarl_llm.policies.lm_policy import model_weights
+
+    trainer = _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("random",), "seed": 0,
+                                           "average": "linear"})
+    env, tree = trainer.env, trainer.env.tree
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    step = jax.jit(trainer.update)
+    total = lm_ex.empty_total(tree)
+    for t in range(1, 4):
+        state, metrics = step(state, trainer.hparams, trainer.base)
+        lora = jax.tree.map(lambda x: x[0], state.trainable["lora"])
+        table = lm_ex.policy_table(env, trainer.policy, model_weights(state.trainable, trainer.base), (lora, lora))
+        total = lm_ex.accumulate(tree, total, table, float(t))
+        want = ex.exploitability(tree, lm_ex.average(tree, total))
+        assert float(metrics["eval/average_exploitability"]) == pytest.approx(float(want.exploitability), abs=1e-5)
+        if t == 1:
+            assert float(metrics["eval/average_nash_conv"]) == pytest.approx(float(metrics["eval/nash_conv"]),
+                                                                            abs=1e-5)
+    assert float(metrics["eval/average_exploitability"]) != pytest.approx(float(metrics["eval/exploitability"]),
+                                                                          abs=1e-6)
+
+
+def test_an_average_policy_needs_a_game_tree_and_an_evaluation():
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
+
+    with pytest.raises(ConfigError, match="in_graph_eval.average: must be one of"):
+        _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("random",), "seed": 0,
+                                     "average": "last"})
+    with pytest.raises(ConfigError, match="set in_graph_eval.every > 0 too"):
+        _kuhn_trainer(in_graph_eval={"every": 0, "episodes": 8, "opponents": ("random",), "seed": 0,
+                                     "average": "uniform"})
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer = "text/tic_tac_toe", "word"
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.in_graph_eval.update(every=1, episodes=8, average="uniform")
+    c.mesh.num_devices = 1
+    validate_lm_rl(c)
+    with pytest.raises(ConfigError, match="in_graph_eval.average: text/tic_tac_toe has no tree of information"):
+        lm_rl.make_train(c)
+
+
 def test_a_game_offers_only_its_own_built_in_players():
     from jaxmarl_llm.train.config import ConfigError
 

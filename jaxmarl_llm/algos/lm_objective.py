@@ -102,6 +102,23 @@ def team_group_normalized(x: EstimatorInput, hp, state):
     return (*_per_episode(estimate, x._replace(reward=team)), state)
 
 
+def agent_turn_grouped(x: EstimatorInput, hp, state):
+    """AT-GRPO (PettingLLMs): each turn's return to go, normalised within its group among the episodes in which
+    the same seat moved at the same turn: a seat's early and late moves, and different seats, are never compared.
+    (PettingLLMs also branches the group at every turn; here a group shares its start, the env's seed.)"""
+    to_go = jnp.flip(jnp.cumsum(jnp.flip(x.reward, 0), 0), 0)  # [T, N, A]
+    t, n, a = to_go.shape
+
+    def grouped(v):  # [T, N, A] -> [T, A, N/G, G]
+        return jnp.moveaxis(v.reshape(t, n // x.group_size, x.group_size, a), -1, 1)
+
+    moved = x.acted.astype(bool)
+    adv = grpo.group_advantages(grouped(to_go), grouped(moved), normalize_std=x.normalize_std)
+    adv = jnp.moveaxis(adv, 1, -1).reshape(t, n, a) * moved  # [T, N, A]
+    adv = x.to_loss(adv)
+    return adv, jnp.zeros_like(adv), state
+
+
 def role_baselines(x: EstimatorInput, hp, state):
     """RAE: the episode return minus a running mean of its role's returns (algos/rae.py); state = baselines [A]."""
     adv, state = rae.role_advantages(x.reward.sum(0), x.learns, state, hp.rae_decay, x.axis_name)  # [N, A]
@@ -140,6 +157,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "grpo": Algorithm(group_normalized, clipped_grpo, critic=False),
     "rloo": Algorithm(leave_one_out, reinforce, critic=False),
     "magrpo": Algorithm(team_group_normalized, clipped_grpo, critic=False),
+    "at_grpo": Algorithm(agent_turn_grouped, clipped_grpo, critic=False),
     "rae": Algorithm(role_baselines, clipped_grpo, critic=False, groups=False, init_state=rae.init_baselines),
     # magnetic mirror descent (Sokota et al. 2023): PPO + kl_coef x KL(policy || magnet) + the entropy bonus,
     # the magnet moving toward the learner by magnet_rate a update; approaches Nash in two-player zero-sum games

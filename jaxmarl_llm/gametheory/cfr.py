@@ -33,6 +33,16 @@ def own_reach(tree: GameTree, pi: jax.Array, seat: int) -> jax.Array:
                                num_segments=tree.num_infosets + 1)
 
 
+def reach_weighted(tree: GameTree, pi: jax.Array, weight: jax.Array | float = 1.0) -> jax.Array:
+    """[I + 1, A]: `weight` x each set's own reach x pi (every set for its own seat). Summed over iterates and
+    normalised (`exploitability.normalize`) it is the behaviour policy of their mixture: picking one iterate
+    per hand (with probability proportional to `weight`) and playing it throughout plays exactly this."""
+    pi = normalize(tree, pi)
+    seat_of = jnp.asarray(tree.infoset_player)
+    reach = jnp.where(seat_of == 0, own_reach(tree, pi, 0), own_reach(tree, pi, 1))  # [I + 1]
+    return weight * reach[:, None] * pi
+
+
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def solve(tree: GameTree, iterations: int) -> jax.Array:
     """The CFR+ average policy after `iterations` [I, A] (jit caches per tree and iteration count)."""

@@ -37,7 +37,8 @@ RESUMABLE_KEYS = frozenset({"resume", "resume_force", "run", "total_episodes", "
 LATER_DEFAULTS = {"mesh.fsdp": 1, "lora.lr_ratio": 1.0, "critic.value_norm": False, "train_base": False,
                   "target_agents": [], "model.tie_embeddings": False, "model.attention_backend": "xla",
                   "model.attention_block_q": 0, "model.attention_block_k": 0, "teacher": "expert",
-                  "opponent_pool.seat_weights": [], "opponent_pool.equilibrium": 0.0, "env_kwargs.sizes": [1024], "env_kwargs.say_range": False,
+                  "opponent_pool.seat_weights": [], "opponent_pool.equilibrium": 0.0,
+                  "in_graph_eval.average": "none", "env_kwargs.sizes": [1024], "env_kwargs.say_range": False,
                   "env_kwargs.bonus": "found", "env_kwargs.guess_last": False}
 HASHED_FILES = ("config.json", "model.safetensors.index.json")  # small files whose content defines the model
 SAMPLES, SAMPLE_BYTES = 16, 1 << 16  # safetensors data: 16 evenly spaced 64 KiB samples (all of it under 1 MiB)

@@ -35,6 +35,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxmarl_llm.algos import value_norm
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, EstimatorInput, registry_key
+from jaxmarl_llm.errors import ConfigError
 from jaxmarl_llm.evaluation import exploitability, play
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.parallel.mesh import global_index
@@ -64,6 +65,7 @@ class LMRunnerState:
     pool: Any = None  # opponent snapshots: lora leaves [P, ...] (None without a pool)
     algo_state: Any = None  # a stateful estimator's state (RAE: per-role baselines [A]); None for the others
     value_norm: Any = None  # the critic targets' running statistics (algos/value_norm.py); None when off
+    average: Any = None  # poker: the evaluated iterates' reach-weighted policy sum [I + 1, A]; None when off
 
 
 class LMTrainer(NamedTuple):
@@ -104,6 +106,9 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
     if policy.actions == "scored":  # several-token candidates are scored by re-reading each turn's prompt
         incremental = False
     m = env.max_action_tokens
+    if config.in_graph_eval.get("average", "none") != "none" and not exploitability.has_infosets(env):
+        raise ConfigError(f"config.in_graph_eval.average: {config.env_name} has no tree of information sets to "
+                          "average a policy over (the poker games have); set it to 'none'")
     plan = Plan(
         algo=registry_key(config.algo, config.credit), num_agents=env.num_agents, num_envs=config.num_envs,
         group_size=config.group_size, num_turns=config.num_turns, update_epochs=config.update_epochs,
@@ -125,6 +130,7 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         magnet_rate=float(config.magnet_rate) if ALGORITHMS[registry_key(config.algo, config.credit)].magnet else 0.0,
         eval_every=int(config.in_graph_eval.every), eval_episodes=int(config.in_graph_eval.episodes),
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
+        eval_average=str(config.in_graph_eval.get("average", "none")),
         transcript_episodes=int(config.run.transcript_episodes) if int(config.run.transcripts_every) > 0 else 0,
     )
     rollout_path(plan).check(plan, plan.num_envs)  # minibatch settings that cannot cut this run's episodes
@@ -159,13 +165,15 @@ def assemble(config, setup, plan: Plan) -> LMTrainer:
         pool = lm_seats.init_pool(plan, trainable["lora"])
         init_state = ALGORITHMS[plan.algo].init_state
         algo_state = None if init_state is None else init_state(plan.num_agents)
+        average = exploitability.empty_total(setup.env.tree) if plan.eval_average != "none" else None
         return LMRunnerState(trainable, make_tx(plan, hp).init(trainable), key, jnp.zeros((), jnp.int32), pool,
-                             algo_state, value_norm.init() if plan.value_norm else None)
+                             algo_state, value_norm.init() if plan.value_norm else None, average)
 
     stateful = ALGORITHMS[plan.algo].init_state is not None
     state_specs = LMRunnerState(trainable=P(), opt_state=P(), key=P(), update_step=P(),
                                 pool=P() if plan.pool_size else None, algo_state=P() if stateful else None,
-                                value_norm=P() if plan.value_norm else None)
+                                value_norm=P() if plan.value_norm else None,
+                                average=P() if plan.eval_average != "none" else None)
     return LMTrainer(
         env=setup.env, config=config, plan=plan, hparams=LMHParams.from_config(config), policy=policy,
         tokenizer=setup.tokenizer, base=setup.base, init=init,
@@ -266,10 +274,12 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
         trainable = {**trainable, "magnet": jax.tree.map(lambda m, x: m + plan.magnet_rate * (x - m),
                                                          trainable["magnet"], trainable["lora"])}
     step = state.update_step + 1
+    average = state.average
     if plan.eval_every:
-        metrics.update(in_graph_eval(plan, env, policy, base, trainable, step))
+        eval_metrics, average = in_graph_eval(plan, env, policy, base, trainable, step, average)
+        metrics.update(eval_metrics)
     pool = lm_seats.refresh_pool(plan, state.pool, trainable["lora"], step)
-    return LMRunnerState(trainable, opt_state, key, step, pool, algo_state, vn), metrics
+    return LMRunnerState(trainable, opt_state, key, step, pool, algo_state, vn, average), metrics
 
 
 def zero_advantage_share(adv: jax.Array, acts: jax.Array, axis_name: str | None) -> jax.Array:
@@ -284,28 +294,36 @@ def zero_advantage_share(adv: jax.Array, acts: jax.Array, axis_name: str | None)
     return counts[0] / jnp.maximum(counts[1], 1.0)
 
 
-def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.Array) -> dict[str, jax.Array]:
-    """{"eval/<opponent>_<win|draw|loss>", per seat too}: greedy games of the updated adapters against the game's
-    built-in players after update 1 and every `plan.eval_every` updates; NaN (not played) in between. Each seat
-    plays with its own adapter slot (frozen seats: the bare base). Every device plays the same games. Games with
-    a tree of information sets (poker) add "eval/exploitability", "eval/nash_conv" and per seat."""
+def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.Array,
+                  average: jax.Array | None = None) -> tuple[dict[str, jax.Array], jax.Array | None]:
+    """({"eval/<opponent>_<win|draw|loss>", per seat too}, average): greedy games of the updated adapters against
+    the game's built-in players after update 1 and every `plan.eval_every` updates; NaN (not played) in between.
+    Each seat plays with its own adapter slot (frozen seats: the bare base). Every device plays the same games.
+    Games with a tree of information sets (poker) add "eval/exploitability", "eval/nash_conv" and per seat;
+    with `plan.eval_average` the evaluated policy joins the running sum `average` [I + 1, A] and the average
+    policy's numbers are logged as "eval/average_exploitability", ... ."""
     versus = play.versus_builtins(env, policy, plan.num_turns, plan.eval_opponents, plan.eval_episodes, plan.eval_seed)
     seat_loras = tuple(None if plan.agent_scale[a] == 0.0 else jax.tree.map(lambda x, s=s: x[s], trainable["lora"])
                        for a, s in enumerate(plan.slot_of_agent))
 
     def games():
         weights = model_weights(trainable, base)
-        out = versus(weights, seat_loras)
+        out, total = versus(weights, seat_loras), average
         if exploitability.has_infosets(env):  # poker: the exact distance to equilibrium of the sampling policy
-            out.update(exploitability.lm_exploitability(env, policy, weights, seat_loras))
-        return {f"eval/{k}": v for k, v in out.items()}
+            table = exploitability.policy_table(env, policy, weights, seat_loras)  # [I, A]
+            out.update(exploitability.table_metrics(env.tree, table))
+            if average is not None:
+                weight = exploitability.AVERAGE_WEIGHTS[plan.eval_average](step)
+                total = exploitability.accumulate(env.tree, average, table, weight)
+                out.update(exploitability.table_metrics(env.tree, exploitability.average(env.tree, total),
+                                                        "average_"))
+        return {f"eval/{k}": v for k, v in out.items()}, total
 
     def skipped():
-        return jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(games))
+        shapes = jax.eval_shape(games)[0]
+        return jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), shapes), average
 
     return jax.lax.cond((step % plan.eval_every == 0) | (step == 1), games, skipped)
-
-
 
 
 def _world_size(env) -> int:

@@ -12,6 +12,7 @@ import ml_collections
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, algo_names, registry_key
 from jaxmarl_llm.algos.masked import Aggregation
 from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
+from jaxmarl_llm.evaluation.exploitability import AVERAGE_WEIGHTS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_fsdp, check_mesh, check_model_checkpoint, check_one_update, check_positive,
                                              check_positive_ints, check_run, check_stop, stop_defaults,
@@ -139,8 +140,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # greedy games against the game's built-in players inside the compiled update, after update 1 and every
     # `every` updates (0 = off), half of `episodes` in each seat: metrics eval/<opponent>_<win|draw|loss> (and per
     # seat), NaN in the rows between; the same games as experiments/eval.py --episodes --seed (evaluation/play.py)
+    # average (poker): also evaluate the average policy of the evaluated iterates, "uniform" or "linear" in the
+    # update step (evaluation/exploitability.py AVERAGE_WEIGHTS); "none" = the last iterate only
     c.in_graph_eval = ml_collections.ConfigDict({"every": 0, "episodes": 400, "opponents": ("random", "minimax"),
-                                                 "seed": 0})
+                                                 "seed": 0, "average": "none"})
     # stability guards (run/runner.py Guard): warn once, with the update number, when the policy's entropy falls
     # below min_entropy or its KL to the reference (adapters off) rises above max_kl_ref; 0 = off. max_kl_ref > 0
     # scores the reference even at kl_coef=0 (one more forward per minibatch)
@@ -281,6 +284,11 @@ def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:
                  f"must be an even number >= 2 (half in each seat), got {ev.episodes!r}")
         _require(len(ev.opponents) > 0 and all(o in BUILTIN_PLAYERS for o in ev.opponents), "in_graph_eval.opponents",
                  f"must name built-in players among {BUILTIN_PLAYERS}, got {tuple(ev.opponents)!r}")
+    average = ev.get("average", "none")
+    _require(average in ("none", *AVERAGE_WEIGHTS), "in_graph_eval.average",
+             f"must be one of {('none', *AVERAGE_WEIGHTS)}, got {average!r}")
+    _require(average == "none" or ev.every, "in_graph_eval.average",
+             "averages the evaluated iterates: set in_graph_eval.every > 0 too")
 
 
 def _check_actions(config) -> None:

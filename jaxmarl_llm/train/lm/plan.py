@@ -92,6 +92,9 @@ class Plan:
     eval_episodes: int = 0
     eval_opponents: tuple[str, ...] = ()
     eval_seed: int = 0
+    # poker: also the average policy of the evaluated iterates, each weighted as AVERAGE_WEIGHTS[eval_average]
+    # (evaluation/exploitability.py); "none" = off
+    eval_average: str = "none"
     # transcripts: this many of each update's episodes are returned beside its metrics (train/lm/episode_sample.py)
     transcript_episodes: int = 0
 
