@@ -38,3 +38,30 @@ def test_sweep_rejects_non_numeric_hyperparameter():
     trainer = mlp_ppo.make_train(_config())
     with pytest.raises(ConfigError, match="sweep.num_envs"):
         make_grid(trainer.hparams, {"num_envs": [8, 16]}, seeds=1, base_seed=0)
+
+
+def test_a_sweep_follows_an_evaluation_metric_logged_now_and_then(tmp_path):
+    """--sweep.metric=eval/exploitability on Kuhn poker, evaluated after update 1 and every 2: the curves hold the
+    updates that logged it (1, 2, 4), each row equal to the same seed trained alone; a metric the update does not
+    log is refused before training, naming what it does log."""
+    from test_poker import _kuhn_trainer
+
+    trainer = _kuhn_trainer(total_episodes=8 * 4, in_graph_eval={"every": 2, "episodes": 2, "opponents": ("random",),
+                                                                 "seed": 0})
+    rows, hparams, keys = make_grid(trainer.hparams, {}, seeds=2, base_seed=0)
+    result = run_sweep(trainer, rows, hparams, keys, 24, str(tmp_path), updates_per_chunk=2,
+                       headline="eval/exploitability", progress=False)
+    curves = result["curves"]
+    assert curves.shape == (2, 4) and np.isnan(curves[:, 2]).all() and np.isfinite(curves[:, [0, 1, 3]]).all()
+    state = trainer.init(keys[1], trainer.hparams)
+    alone = []
+    for _ in range(4):
+        state, metrics = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
+        alone.append(float(metrics["eval/exploitability"]))
+    np.testing.assert_allclose(curves[1, [0, 1, 3]], np.asarray(alone)[[0, 1, 3]], rtol=1e-4, atol=1e-5)
+    assert result["final"][1] == pytest.approx(curves[1, 3], rel=1e-6)  # the last logged tenth: one point
+    assert format_table(rows, result["final"], "eval/exploitability", minimize=True).splitlines()[1].endswith(
+        f"{result['final'].min():.2f}")
+    with pytest.raises(ConfigError, match="sweep.metric: the update logs no 'eval/exploitabilty'; it logs .*"
+                                          "eval/exploitability"):
+        run_sweep(trainer, rows, hparams, keys, 24, str(tmp_path), headline="eval/exploitabilty", progress=False)

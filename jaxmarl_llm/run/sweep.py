@@ -49,11 +49,18 @@ def make_grid(hparams, overrides: dict[str, Sequence[float]], seeds: int, base_s
 
 def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str, updates_per_chunk: int = 10,
               headline: str = "team_return", progress: bool = True) -> dict:
-    """Train every row to the end; returns {"rows", "curves" [R, U], "final" [R]} and writes a PNG + CSV."""
+    """Train every row to the end; returns {"rows", "curves" [R, U], "final" [R]} and writes a PNG + CSV.
+
+    `headline` may be any metric of the update; one logged only now and then (NaN between, e.g. an in-graph
+    evaluation's) is drawn and averaged over the updates that logged it."""
     init = jax.jit(jax.vmap(trainer.init))
     state = init(keys, hparams)
     # LM trainers take their frozen base weights as an argument (shared by every run, never a constant)
     base, step = getattr(trainer, "base", None), bound_update(trainer)
+    logged = jax.eval_shape(lambda s, hp: step(s, hp, base)[1], jax.tree.map(lambda x: x[0], state),
+                            jax.tree.map(lambda x: x[0], hparams))
+    if headline not in logged:
+        raise ConfigError(f"sweep.metric: the update logs no {headline!r}; it logs {', '.join(sorted(logged))}")
 
     def chunk(k):
         def one(s, hp, b):
@@ -72,19 +79,23 @@ def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str,
         history.append(np.asarray(jax.device_get(metrics[headline])))  # [R, k]
         done += k
         if progress:
-            best = history[-1][:, -1].max()
-            print(f"\rupdate {done}/{trainer.num_updates}  best {headline} {best:.2f}  "
+            seen = np.concatenate(history, axis=1)
+            latest = seen[:, np.isfinite(seen).any(0)][:, -1:]  # [R, 1]: each row's latest logged value
+            span = f"{latest.min():.3g}..{latest.max():.3g}" if latest.size else "-"
+            print(f"\rupdate {done}/{trainer.num_updates}  {headline} {span}  "
                   f"{done * steps_per_update * len(rows) / (time.perf_counter() - t0):.0f} steps/s", end="", flush=True)
     if progress:
         print()
     curves = np.concatenate(history, axis=1)  # [R, U]
-    tail = max(1, curves.shape[1] // 10)
-    final = curves[:, -tail:].mean(axis=1)
+    logged_at = np.flatnonzero(np.isfinite(curves).any(0))  # updates that logged the metric
+    tail = max(1, len(logged_at) // 10)
+    final = curves[:, logged_at[-tail:]].mean(axis=1)
 
     os.makedirs(out_dir, exist_ok=True)
-    xs = list(np.arange(1, curves.shape[1] + 1) * steps_per_update)
+    xs = list((logged_at + 1) * steps_per_update)
     labels = [", ".join(f"{k}={v:g}" for k, v in row.items()) for row in rows]
-    plot_curves({lab: (xs, list(c)) for lab, c in zip(labels, curves)}, os.path.join(out_dir, "sweep.png"), headline, "sweep")
+    plot_curves({lab: (xs, list(c[logged_at])) for lab, c in zip(labels, curves)}, os.path.join(out_dir, "sweep.png"),
+                headline, "sweep")
     with open(os.path.join(out_dir, SWEEP_TABLE), "w") as f:
         names = list(rows[0].keys())
         f.write(",".join([*names, f"final_{headline}"]) + "\n")
@@ -93,9 +104,10 @@ def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str,
     return {"rows": rows, "curves": curves, "final": final, "state": state}
 
 
-def format_table(rows: list[dict], final: np.ndarray, headline: str) -> str:
+def format_table(rows: list[dict], final: np.ndarray, headline: str, minimize: bool = False) -> str:
+    """One line per row, the best first (the highest, or the lowest with `minimize`)."""
     names = list(rows[0].keys())
     lines = [" | ".join([*names, f"final {headline}"])]
-    for row, value in sorted(zip(rows, final), key=lambda rv: -rv[1]):
+    for row, value in sorted(zip(rows, final), key=lambda rv: rv[1] if minimize else -rv[1]):
         lines.append(" | ".join([*(f"{row[n]:g}" for n in names), f"{value:.2f}"]))
     return "\n".join(lines)

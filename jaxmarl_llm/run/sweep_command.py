@@ -27,6 +27,10 @@ def _sweep_defaults() -> ml_collections.ConfigDict:
     c.seeds = 1
     c.out_dir = ""
     c.overwrite = False  # True: replace an earlier sweep's table and plot in out_dir
+    # the metric of the curves and the table ("" = the trainer's headline), e.g. eval/exploitability; minimize:
+    # the table lists the lowest first
+    c.metric = ""
+    c.minimize = False
     return c
 
 
@@ -65,8 +69,9 @@ def _sweep(config, sweep, overrides: dict, out_dir: str) -> None:
     trainer, _, steps_per_update, headline = entry.build(config)
     rows, hparams, keys = make_grid(trainer.hparams, overrides, sweep.seeds, config.seed)
     print(f"{len(rows)} runs x {trainer.num_updates} updates in one program")
-    result = run_sweep(trainer, rows, hparams, keys, steps_per_update, out_dir, config.run.updates_per_chunk, headline)
-    print(format_table(rows, result["final"], headline))
+    metric = sweep.metric or headline
+    result = run_sweep(trainer, rows, hparams, keys, steps_per_update, out_dir, config.run.updates_per_chunk, metric)
+    print(format_table(rows, result["final"], metric, sweep.minimize))
     print(f"plot and table in {out_dir}")
 
 
