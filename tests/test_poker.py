@@ -242,6 +242,32 @@ def test_mmd_pulls_toward_a_magnet_that_follows_the_learner():
         _kuhn_trainer(algo="mmd", kl_coef=0.0)
 
 
+def test_the_entropy_bonus_moves_linearly_to_ent_coef_end():
+    """ent_coef_end: the bonus is ent_coef at the first update and ent_coef_end at the last, linear between; the
+    trainer reads it: the first update equals a constant-bonus run's, the second does not."""
+    from jaxmarl_llm.train.config import ConfigError
+
+    steady = _kuhn_trainer(ent_coef=0.2, total_episodes=8 * 5)
+    falling = _kuhn_trainer(ent_coef=0.2, ent_coef_end=0.0, total_episodes=8 * 5)
+    hp = falling.hparams
+    assert [round(float(hp.at_step(jnp.int32(t), 5).ent_coef), 6) for t in (0, 2, 4, 9)] == [0.2, 0.1, 0.0, 0.0]
+    assert float(steady.hparams.at_step(jnp.int32(4), 5).ent_coef) == pytest.approx(0.2)
+
+    def two(trainer):
+        state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+        out = []
+        for _ in range(2):
+            state, _ = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
+            out.append(np.concatenate([np.ravel(x) for x in jax.tree.leaves(state.trainable["lora"])]))
+        return out
+
+    (a1, a2), (b1, b2) = two(steady), two(falling)
+    np.testing.assert_array_equal(a1, b1)
+    assert np.abs(a2 - b2).max() > 1e-7
+    with pytest.raises(ConfigError, match="ent_coef_end: must be a number >= 0 or None"):
+        _kuhn_trainer(ent_coef_end=-0.1)
+
+
 @pytest.mark.slow
 def test_mmd_self_play_cuts_kuhn_exploitability_from_a_random_model():
     """configs/kuhn_poker.py as shipped (random tiny model, MMD, seed 0) for its first 150 updates: the exact

@@ -209,6 +209,7 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
            axis_name: str | None = None):
     """One update: rollout -> advantages -> epochs of minibatch steps. Arrays stay [T, N, A, ...]."""
     key, k_roll, k_epochs = jax.random.split(state.key, 3)
+    hp = hp.at_step(state.update_step, plan.num_updates)  # scheduled numbers (the entropy bonus)
     n_local = plan.num_envs if axis_name is None else plan.num_envs // jax.lax.psum(1, axis_name)
     path.check(plan, n_local)
     env_ids = global_index(n_local, axis_name)

@@ -123,6 +123,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.anneal_lr = False  # True: lr falls linearly to 0 over the run's updates (PPO's schedule, as the MLP job)
     c.clip_eps = 0.2
     c.ent_coef = 0.0
+    # None: the entropy bonus stays ent_coef; a number: it moves linearly from ent_coef (first update) to this (last),
+    # e.g. to let a regularised self-play run (mmd) settle nearer the unregularised equilibrium at the end
+    c.ent_coef_end = None
     c.vf_coef = 0.5
     c.kl_coef = 0.0
     c.kl_estimator = "k3"
@@ -202,6 +205,9 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
              f"{config.algo}'s magnet is an adapter: use train_base=False")
     _require(not ALGORITHMS[config.algo].groups or config.group_size > 1, "group_size",
              f"{config.algo} compares the episodes of a group: it needs groups of at least 2")
+    _require(config.get("ent_coef_end") is None or (isinstance(config.ent_coef_end, (int, float))
+                                                      and config.ent_coef_end >= 0), "ent_coef_end",
+             f"must be a number >= 0 or None (constant ent_coef), got {config.get('ent_coef_end')!r}")
     _require(isinstance(config.rae_decay, (int, float)) and 0.0 <= config.rae_decay < 1.0, "rae_decay",
              f"must be in [0, 1), got {config.rae_decay!r}")
     _require(config.critic.kind in ("ippo", "mappo", "world_state"), "critic.kind",

@@ -21,7 +21,8 @@ class LMHParams(NamedTuple):
 
     lr: jax.Array
     clip_eps: jax.Array
-    ent_coef: jax.Array
+    ent_coef: jax.Array  # the entropy bonus at the first update
+    ent_coef_end: jax.Array  # ... and at the last: it moves linearly in between (`at_step`); = ent_coef: constant
     vf_coef: jax.Array
     kl_coef: jax.Array
     gamma: jax.Array
@@ -32,8 +33,15 @@ class LMHParams(NamedTuple):
 
     @classmethod
     def from_config(cls, config) -> "LMHParams":
-        values = {name: config.critic.lr if name == "critic_lr" else config[name] for name in cls._fields}
+        values = {name: config.critic.lr if name == "critic_lr" else config.get(name) for name in cls._fields}
+        if values["ent_coef_end"] is None:
+            values["ent_coef_end"] = config.ent_coef
         return cls(**{name: jnp.asarray(v, jnp.float32) for name, v in values.items()})
+
+    def at_step(self, step: jax.Array, num_updates: int) -> "LMHParams":
+        """The numbers of update `step` (0-based): the entropy bonus on its linear way to ent_coef_end."""
+        frac = jnp.minimum(step.astype(jnp.float32) / max(num_updates - 1, 1), 1.0)
+        return self._replace(ent_coef=self.ent_coef + frac * (self.ent_coef_end - self.ent_coef))
 
 
 @dataclasses.dataclass(frozen=True)
