@@ -27,6 +27,7 @@ SCRIPT = {name: os.path.join(ROOT, "experiments", f"{name}.py") for name in ("tr
 SPREAD_MLP = os.path.join(ROOT, "configs", "spread_mlp.py")
 TTT = os.path.join(ROOT, "configs", "tic_tac_toe.py") + ":scratch"
 FREE_TTT = os.path.join(ROOT, "configs", "free_tic_tac_toe.py")
+KUHN = os.path.join(ROOT, "configs", "kuhn_poker.py")
 SMALL = ["--config.total_timesteps=40960", "--config.run.progress=False", "--config.run.tensorboard=False"]
 HOLD = ("import sys; from jaxmarl_llm.run.run_lock import RunLock; lock = RunLock(sys.argv[1]); lock.acquire(); "
         "print('held', flush=True); sys.stdin.read(); lock.release()")
@@ -136,6 +137,12 @@ CASES = [
     case("eval: a built-in player the game does not have", "eval", [f"--config={TTT}", "--opponent=equilibrium"],
      r"--opponent='equilibrium': TicTacToe's built-in players are random, minimax; or base, self or a run "
      r"directory", "base"),
+    case("eval: cross-play of a run without an opponent pool", "eval",
+     [f"--config={KUHN}", "--checkpoint={run}", "--cross_play"],
+     r"--cross_play: .*/kuhn_poker\.py trains without an opponent pool \(config\.opponent_pool\.size=0\): no "
+     r"snapshots to play", "run"),
+    case("eval: cross-play without a run", "eval", [f"--config={TTT}", "--cross_play"],
+     r"--cross_play: name a self-play run with --checkpoint=RUN_DIR", "base"),
     case("sweep: an unknown key", "sweep", [f"--config={SPREAD_MLP}", "--sweep.bogus=1"],
      r"sweep\.bogus: unknown key 'bogus' in sweep; valid keys: .*lr", "base"),
     case("sweep: no seeds", "sweep", [f"--config={SPREAD_MLP}", "--sweep.seeds=0", "--sweep.out_dir={missing}"],

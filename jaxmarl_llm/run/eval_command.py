@@ -21,6 +21,13 @@ checkpoint's latest state or, without --checkpoint, of the starting model (updat
 
     python experiments/eval.py --config=configs/twenty_questions.py:lm_scratch \
         --config.model.checkpoint=runs/sft_twenty_questions_answerer/model --heldout
+
+--cross_play plays a self-play run's opponent-pool snapshots (`snap@<update>`), its learner and the game's
+built-in players against each other, every pair --episodes games (half in each seat order, the same deals), prints
+the mean-return matrix with a Bradley-Terry Elo rating per player (random = 1000) and writes cross_play.csv,
+cross_play.png and ratings.csv into the run directory (jaxmarl_llm/evaluation/cross_play.py):
+
+    python experiments/eval.py --config=configs/tic_tac_toe.py --checkpoint=runs/tic_tac_toe --cross_play
 """
 
 from __future__ import annotations
@@ -33,10 +40,11 @@ from absl import flags
 from ml_collections import config_flags
 
 from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
-from jaxmarl_llm.evaluation import play
+from jaxmarl_llm.evaluation import cross_play, play
 from jaxmarl_llm.models import attention
 from jaxmarl_llm.run import trainers
-from jaxmarl_llm.run.cli import check_overrides, command_config, fail, main_guard, order_cpu_collectives, run_program
+from jaxmarl_llm.run.cli import (check_overrides, command_config, config_name, fail, main_guard, order_cpu_collectives,
+                                 run_program)
 from jaxmarl_llm.run.run_dirs import check_run_dir, restore_adapter, restore_state
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import validate_lm_rl
@@ -51,12 +59,15 @@ _TRANSCRIPTS = flags.DEFINE_integer("transcripts", 2, "Rendered games to print p
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of resets, sampling and the scripted opponents.")
 _HELDOUT = flags.DEFINE_bool("heldout", False, "The run's own greedy held-out evaluation (as eval_episodes after "
                              "training) of --checkpoint, or of the starting model without one; no matches.")
+_CROSS_PLAY = flags.DEFINE_bool("cross_play", False, "Every pair among --checkpoint's opponent-pool snapshots, its "
+                                "learner and the game's built-in players, --episodes games each; Elo ratings; "
+                                "cross_play.csv, cross_play.png, ratings.csv in the run directory.")
 
 
 OPPONENTS = (*BUILTIN_PLAYERS, "base", "self")  # or a run directory
 
 
-def check_flags() -> None:
+def check_flags(config) -> None:
     """Every flag's mistake in one line (status 2), before the model is built."""
     if _EPISODES.value < 1:
         fail(f"--episodes={_EPISODES.value}: play at least 1 episode (a two-seat game splits them over the seats)")
@@ -70,6 +81,22 @@ def check_flags() -> None:
         if not os.path.isdir(_OPPONENT.value):
             fail(f"--opponent={_OPPONENT.value!r}: expected {', '.join(OPPONENTS)} or a run directory")
         check_run_dir("opponent", _OPPONENT.value)
+    if _CROSS_PLAY.value:
+        check_cross_play(config)
+
+
+def check_cross_play(config) -> None:
+    """--cross_play needs a self-play run with a pool: its snapshots are most of the table."""
+    if _HELDOUT.value:
+        fail("--cross_play and --heldout: choose one")
+    if not _CHECKPOINT.value:
+        fail("--cross_play: name a self-play run with --checkpoint=RUN_DIR (its pool snapshots and learner play "
+             "each other and the game's built-in players)")
+    if not int(config.opponent_pool.size):
+        fail(f"--cross_play: {config_name(sys.argv) or 'the config'} trains without an opponent pool "
+             "(config.opponent_pool.size=0): no snapshots to play; cross-play ranks a self-play run's pool")
+    if _EPISODES.value < 2:
+        fail(f"--episodes={_EPISODES.value}: cross-play plays each pair in both seat orders (at least 2)")
 
 
 def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> play.Player:
@@ -98,7 +125,7 @@ def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> 
 @main_guard
 def main(argv):
     config = command_config(argv, _CONFIG.value)
-    check_flags()
+    check_flags(config)
     order_cpu_collectives(config)  # a sharded base (mesh.fsdp > 1): --heldout plays sharded
     validate_lm_rl(config)
     trainer = lm_rl.make_train(config)
@@ -108,6 +135,9 @@ def main(argv):
         result = trainers.heldout_eval(config, trainer, state)
         print(f"{_CHECKPOINT.value or 'starting model'}, held-out greedy eval: "
               + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
+        return
+    if _CROSS_PLAY.value:
+        run_cross_play(config, trainer, _CHECKPOINT.value)
         return
     env = trainer.env
     policy = play.with_temperature(trainer.policy, _TEMPERATURE.value)
@@ -144,6 +174,45 @@ def main(argv):
     n = per_seat * len(seat_games)
     print("overall: " + ", ".join(f"{k} {v / n:.3f}" for k, v in totals.items() if k != "episodes") + f" ({n} episodes)")
 
+
+def pool_players(config, state) -> dict[str, play.Player]:
+    """The learner (slot 0) and each distinct pool snapshot, newest first, named by the update after which it was
+    taken; a snapshot of the current update (the learner itself) is left out, and slots never refreshed since the
+    start (the initial learner) appear once, as snap@0."""
+    learner = jax.tree.map(lambda x: x[0], state.trainable["lora"])
+    step = int(jax.device_get(state.update_step))
+    steps = cross_play.snapshot_steps(step, int(config.opponent_pool.size), int(config.opponent_pool.refresh_every))
+    players = {"learner": play.Player("lm", learner)}
+    for slot in sorted(range(len(steps)), key=lambda s: -steps[s]):
+        if steps[slot] != step and f"snap@{steps[slot]}" not in players:
+            players[f"snap@{steps[slot]}"] = play.Player("lm", jax.tree.map(lambda x: x[slot], state.pool))
+    return players
+
+
+def run_cross_play(config, trainer, run_dir: str) -> None:
+    """Cross-play of the run's pool, learner and built-in players; the table and ratings printed and written."""
+    state = restore_state(trainer, run_dir)
+    env = trainer.env
+    players = pool_players(config, state)
+    offered = tuple(getattr(env, "builtin_players", ())) if hasattr(env, "opponent_action") else ()
+    players.update({kind: play.Player(kind) for kind in offered})
+    base = state.trainable.get("base", trainer.base)  # a trained base (train_base) is every LM player's
+    policy = play.with_temperature(trainer.policy, _TEMPERATURE.value)
+    print(f"cross-play of {', '.join(players)}: {_EPISODES.value // 2 * 2} games per pair (half in each seat "
+          f"order), temperature {_TEMPERATURE.value}")
+    results = cross_play.cross_play(env, policy, base, players, config.num_turns, _EPISODES.value,
+                                    jax.random.PRNGKey(_SEED.value), include_self=False,
+                                    compiler_options=attention.compiler_options(policy.cfg.attention_backend),
+                                    log=print)
+    elo = cross_play.ratings(results)
+    print("mean return of the row player against the column (Bradley-Terry Elo, "
+          + ("random = 1000" if "random" in players else "mean 1000") + "):")
+    print(cross_play.table_text(results, elo))
+    written = (cross_play.write_csv(results, os.path.join(run_dir, "cross_play.csv")),
+               cross_play.write_ratings(results, elo, os.path.join(run_dir, "ratings.csv")),
+               cross_play.plot_scores(results, elo, os.path.join(run_dir, "cross_play.png"),
+                                      f"{config.env_name}: {os.path.basename(os.path.abspath(run_dir))}"))
+    print("wrote " + ", ".join(written))
 
 
 def run() -> None:
