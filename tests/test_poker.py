@@ -266,6 +266,16 @@ def test_the_entropy_bonus_moves_linearly_to_ent_coef_end():
     assert np.abs(a2 - b2).max() > 1e-7
     with pytest.raises(ConfigError, match="ent_coef_end: must be a number >= 0 or None"):
         _kuhn_trainer(ent_coef_end=-0.1)
+    # unset by default, and a number on the command line
+    from absl import flags
+    from ml_collections import config_flags
+
+    from jaxmarl_llm.train.config import lm_rl_defaults
+
+    fv = flags.FlagValues()
+    config_flags.DEFINE_config_dict("config", lm_rl_defaults(), flag_values=fv)
+    fv(["train.py", "--config.ent_coef_end=0.05"])
+    assert lm_rl_defaults().ent_coef_end is None and fv.config.ent_coef_end == 0.05
 
 
 @pytest.mark.slow

@@ -60,6 +60,9 @@ def test_a_sweep_follows_an_evaluation_metric_logged_now_and_then(tmp_path):
         alone.append(float(metrics["eval/exploitability"]))
     np.testing.assert_allclose(curves[1, [0, 1, 3]], np.asarray(alone)[[0, 1, 3]], rtol=1e-4, atol=1e-5)
     assert result["final"][1] == pytest.approx(curves[1, 3], rel=1e-6)  # the last logged tenth: one point
+    lines = (tmp_path / "sweep_curves.csv").read_text().splitlines()
+    assert lines[0] == "update,seed=0,seed=1" and [ln.split(",")[0] for ln in lines[1:]] == ["1", "2", "4"]
+    assert float(lines[3].split(",")[2]) == pytest.approx(curves[1, 3], rel=1e-5)
     assert format_table(rows, result["final"], "eval/exploitability", minimize=True).splitlines()[1].endswith(
         f"{result['final'].min():.2f}")
     with pytest.raises(ConfigError, match="sweep.metric: the update logs no 'eval/exploitabilty'; it logs .*"

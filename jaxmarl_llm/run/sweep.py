@@ -21,6 +21,7 @@ from jaxmarl_llm.run.metrics_log import plot_curves
 from jaxmarl_llm.train.config import ConfigError
 
 SWEEP_TABLE = "sweep.csv"  # with sweep.png, what a sweep writes into its out_dir
+SWEEP_CURVES = "sweep_curves.csv"  # the headline metric of every row at every update that logged it
 
 
 def parse_values(text: str, key: str) -> list[float]:
@@ -96,6 +97,10 @@ def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str,
     labels = [", ".join(f"{k}={v:g}" for k, v in row.items()) for row in rows]
     plot_curves({lab: (xs, list(c[logged_at])) for lab, c in zip(labels, curves)}, os.path.join(out_dir, "sweep.png"),
                 headline, "sweep")
+    with open(os.path.join(out_dir, SWEEP_CURVES), "w") as f:  # every logged point of every row
+        f.write(",".join(["update", *labels]).replace(", ", " ") + "\n")
+        for u in logged_at:
+            f.write(",".join([str(u + 1), *(f"{c:.6g}" for c in curves[:, u])]) + "\n")
     with open(os.path.join(out_dir, SWEEP_TABLE), "w") as f:
         names = list(rows[0].keys())
         f.write(",".join([*names, f"final_{headline}"]) + "\n")

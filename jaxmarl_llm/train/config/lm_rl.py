@@ -125,7 +125,7 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.ent_coef = 0.0
     # None: the entropy bonus stays ent_coef; a number: it moves linearly from ent_coef (first update) to this (last),
     # e.g. to let a regularised self-play run (mmd) settle nearer the unregularised equilibrium at the end
-    c.ent_coef_end = None
+    c.ent_coef_end = ml_collections.config_dict.placeholder(float)
     c.vf_coef = 0.5
     c.kl_coef = 0.0
     c.kl_estimator = "k3"
