@@ -55,6 +55,7 @@ LM_VARIANT = pytest.param(":lm", marks=pytest.mark.slow)  # ~45-70 s each on 2 s
     ("arithmetic.py", 1, ()), ("twenty_questions.py", 1, ()), ("twenty_questions.py:lm", 2, (1,)),
     ("twenty_questions.py:lm_scratch", 2, (1,)), ("twenty_questions.py:scratch", 1, ()), ("guess_number.py:scratch", 1, ()),
     ("debate.py", 2, ()), ("debate.py:lm", 3, (2,)), ("spread.py", 3, ()), ("tic_tac_toe.py:scratch", 2, ()),
+    ("multi_game.py", 2, ()),
 ])
 def test_configs_build_with_their_seats(tmp_path, spec, agents, frozen):
     """Validate + make_train at full size (nothing compiles): keys, env kwargs and seats agree."""

@@ -22,6 +22,8 @@ _REGISTRY: dict[str, str] = {
     "text/tic_tac_toe": "jaxmarl_llm.envs.text.tic_tac_toe:TicTacToe",
     "text/kuhn_poker": "jaxmarl_llm.envs.text.poker:KuhnPoker",
     "text/leduc_poker": "jaxmarl_llm.envs.text.poker:LeducPoker",
+    "text/negotiation": "jaxmarl_llm.envs.text.negotiation:Negotiation",
+    "text/mixture": "jaxmarl_llm.envs.text.mixture:GameMixture",
     "text/debate": "jaxmarl_llm.envs.text.debate:Debate",
     "text/cooperative_writing": "jaxmarl_llm.envs.text.cooperative_writing:CooperativeWriting",
     "text/arithmetic": "jaxmarl_llm.envs.text.arithmetic:Arithmetic",

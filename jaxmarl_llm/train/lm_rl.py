@@ -36,7 +36,7 @@ from jax.sharding import PartitionSpec as P
 from jaxmarl_llm.algos import value_norm
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, EstimatorInput, registry_key
 from jaxmarl_llm.errors import ConfigError
-from jaxmarl_llm.evaluation import exploitability, play
+from jaxmarl_llm.evaluation import exploitability, per_game, play
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.policies import central_critic, transcripts
@@ -303,7 +303,9 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
     Games with a tree of information sets (poker) add "eval/exploitability", "eval/nash_conv" and per seat;
     with `plan.eval_average` the evaluated policy joins the running sum `average` [I + 1, A] and the average
     policy's numbers are logged as "eval/average_exploitability", ... ."""
-    versus = play.versus_builtins(env, policy, plan.num_turns, plan.eval_opponents, plan.eval_episodes, plan.eval_seed)
+    # a mixture of games (envs/text/mixture.py `games`): each game played alone, logged as eval/<game>/<key>
+    versus = (per_game.versus_each_game if hasattr(env, "games") else play.versus_builtins)(
+        env, policy, plan.num_turns, plan.eval_opponents, plan.eval_episodes, plan.eval_seed)
     seat_loras = tuple(None if plan.agent_scale[a] == 0.0 else jax.tree.map(lambda x, s=s: x[s], trainable["lora"])
                        for a, s in enumerate(plan.slot_of_agent))
 

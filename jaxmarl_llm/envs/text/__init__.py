@@ -25,8 +25,10 @@ Turn protocol (every game):
   gives each agent's readable transcript; `env.random_action(key, state)` a
   well-formed (legal) random action for tests and benchmarks.
 
-Games: guess_number, twenty_questions, tic_tac_toe, debate,
-cooperative_writing, arithmetic, tokenized_mpe (see each module).
+Games: guess_number, twenty_questions, tic_tac_toe, poker (kuhn_poker,
+leduc_poker), negotiation, debate, cooperative_writing, arithmetic,
+tokenized_mpe (see each module); mixture puts several games in one env,
+one drawn per episode.
 """
 
 from jaxmarl_llm.envs.text.buffers import TextAction, TextObs

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from jaxmarl_llm.envs.text.base import INFO_RATIOS
 from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.envs.text.mixture import GAME_INFO
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
@@ -205,7 +206,9 @@ def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> d
     """Mean episode return over learning seats (learns [N, A]), the team return (their sum), each seat's return,
     success rate (a positive return), turns, tokens per turn, format errors per learner turn, `<key>_rate`
     per learner episode for boolean game outcomes (and `<key>_rate_agent<i>` per learning seat), and the games'
-    declared `INFO_RATIOS` over every seat's moves (0 when there were no tries)."""
+    declared `INFO_RATIOS` over every seat's moves (0 when there were no tries); a mixture of games
+    (envs/text/mixture.py) adds each game's share of the episodes, `episodes_<game>`, and its `return_<game>` (and
+    `return_<game>_agent<i>`) over its episodes."""
 
     def total(x):
         x = jnp.sum(x)
@@ -237,8 +240,18 @@ def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> d
             moved = lambda v: total(jnp.broadcast_to(v, turns.acted.shape) * turns.acted)  # noqa: E731  the mover's
             out[rate] = moved(turns.info[hits]) / jnp.maximum(moved(turns.info[tries]), 1.0)
     learner_eps = total(jnp.minimum(learns.sum(-1), 1.0))
+    for name, v in turns.info.items():  # a mixture of games: each game's share of the episodes and its returns
+        if name.startswith(GAME_INFO):
+            game, played = name[len(GAME_INFO):], jnp.any(v, axis=(0, 2)).astype(jnp.float32)  # [N]
+            eps = total(played)
+            out[f"episodes_{game}"] = eps / n
+            out[f"return_{game}"] = total(per_env * played) / jnp.maximum(eps, 1.0)
+            if returns.shape[-1] > 1:  # each seat's, over the game's episodes it learned in
+                for seat in range(returns.shape[-1]):
+                    mine = learns[:, seat] * played
+                    out[f"return_{game}_agent{seat}"] = total(returns[:, seat] * mine) / jnp.maximum(total(mine), 1.0)
     for name, v in turns.info.items():  # e.g. tic-tac-toe's won / draw / illegal: [T, N, A] bool
-        if name != "format_error" and v.ndim == 3 and v.dtype == jnp.bool_:
+        if name != "format_error" and not name.startswith(GAME_INFO) and v.ndim == 3 and v.dtype == jnp.bool_:
             happened = jnp.any(v, axis=0).astype(jnp.float32) * learns  # [N, A]
             out[f"{name}_rate"] = total(happened.max(-1)) / jnp.maximum(learner_eps, 1.0)
             if happened.shape[-1] > 1:  # each seat's own rate (e.g. debater A's wins vs B's), over its episodes

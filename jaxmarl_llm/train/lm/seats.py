@@ -59,9 +59,12 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
         if config.opponent_pool.get(kind, 0.0) and kind not in _players(env):
             raise ConfigError(f"config.opponent_pool.{kind}: {_offers(env)}")
     if config.in_graph_eval.every:
+        # a mixture of games (envs/text/mixture.py) evaluates each game against the opponents it has
+        offered = set(_players(env)).union(*(_players(g) for g in getattr(env, "games", ())))
         for kind in config.in_graph_eval.opponents:
-            if kind not in _players(env):
-                raise ConfigError(f"config.in_graph_eval.opponents: {kind!r}; {_offers(env)}")
+            if kind not in offered:
+                offers = f"its games offer {', '.join(sorted(offered))}" if hasattr(env, "games") else _offers(env)
+                raise ConfigError(f"config.in_graph_eval.opponents: {kind!r}; {offers}")
     if config.opponent_pool.get("seat_weights", ()) and len(config.opponent_pool.seat_weights) != a:
         raise ConfigError(f"config.opponent_pool.seat_weights: one weight per seat ({a}), got "
                           f"{tuple(config.opponent_pool.seat_weights)}")

@@ -95,10 +95,19 @@ class _RecordingTokenizer(CharTokenizer):
 def env_texts(env_name: str, env_kwargs: dict) -> list[str]:
     """Every string env `env_name` encodes while it is built, in order."""
     recorder = _RecordingTokenizer()
-    # the recorder counts characters: a capacity or an action width sized for words must not stop the build (texts
-    # do not depend on them)
-    for key, least in (("capacity", 4096), ("max_action_tokens", 256)):
-        if key in env_kwargs:
-            env_kwargs = {**env_kwargs, key: max(int(env_kwargs[key]), least)}
-    registry.make(env_name, tokenizer=recorder, **env_kwargs)
+    registry.make(env_name, tokenizer=recorder, **_roomy(env_kwargs))
     return recorder.texts
+
+
+def _roomy(env_kwargs) -> dict:
+    """The recorder counts characters: a capacity or an action width sized for words must not stop the build (texts
+    do not depend on them); nested groups too (a mixture's `game_kwargs`)."""
+    least = {"capacity": 4096, "max_action_tokens": 256}
+    out = {}
+    for key, value in env_kwargs.items():
+        if hasattr(value, "items"):
+            value = _roomy(value)
+        elif key in least and value is not None:
+            value = max(int(value), least[key])
+        out[key] = value
+    return out

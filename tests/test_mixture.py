@@ -1,0 +1,254 @@
+"""Several games in one env (envs/text/mixture.py): the draw follows the weights, an episode is its game played alone,
+the candidates map onto each game's, and a trainer on the mixture logs every game's evaluation, Kuhn poker's
+exploitability equal to the one computed outside on the Kuhn env itself."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmarl_llm.envs import registry
+from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.envs.text.mixture import GAME_INFO
+from jaxmarl_llm.tokenizers import _WORD_RE
+from jaxmarl_llm.train.lm.setup import build_tokenizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GAMES = ("text/tic_tac_toe", "text/kuhn_poker", "text/negotiation")
+KWARGS = {"games": GAMES, "game_kwargs": {"tic_tac_toe": {"board": "tagged", "history": False, "capacity": 32},
+                                         "negotiation": {"rules": False}}}
+
+
+@pytest.fixture(scope="module")
+def env():
+    tokenizer = build_tokenizer("word", "text/mixture", KWARGS)
+    return registry.make("text/mixture", tokenizer=tokenizer, **KWARGS)
+
+
+def test_the_mixture_is_built_from_its_games(env):
+    assert env.game_names == ("tic_tac_toe", "kuhn_poker", "negotiation") and env.num_agents == 2
+    assert env.capacity == max(g.capacity for g in env.games) > min(g.capacity for g in env.games)
+    assert env.max_action_tokens == max(g.max_action_tokens for g in env.games)
+    assert env.appends_actions is False and env.max_movers == 1 and env.builtin_players == ("random",)
+    # every game's words are whole words of the one tokenizer: no text falls back to characters
+    tok = env.tokenizer
+    for text in ("Kuhn poker. Your card: Q.", "You have wood 2, stone 2, gold 2.", "X5|O2|3\nYour move.",
+                 "Move: offer stone for gold", "Move: bet"):
+        assert all(piece in tok.index for piece in _WORD_RE.findall(text)), text
+    # the union lists `Move: pass` (Kuhn poker and negotiation) once; candidate k of game g is union column idx[k]
+    assert len(env.action_candidates) == 9 + 2 + 8 - 1
+    for game, idx in zip(env.games, env.candidate_index):
+        assert [env.action_candidates[i] for i in idx] == list(game.action_candidates)
+    with pytest.raises(ValueError, match="game_kwargs"):
+        registry.make("text/mixture", games=GAMES, game_kwargs={"chess": {}})
+    with pytest.raises(ValueError, match="weights"):
+        registry.make("text/mixture", games=GAMES, weights=(1, 1))
+
+
+def test_each_game_is_drawn_about_as_often_as_its_weight(env):
+    weighted = registry.make("text/mixture", tokenizer=env.tokenizer, weights=(0.5, 0.3, 0.2), **KWARGS)
+    n = 2000
+    games = np.asarray(jax.jit(jax.vmap(weighted.draw_game))(jax.random.split(jax.random.PRNGKey(0), n)))
+    _, states = jax.jit(jax.vmap(weighted.reset))(jax.random.split(jax.random.PRNGKey(0), n)[:64])
+    np.testing.assert_array_equal(np.asarray(states.game), games[:64])  # reset plays the drawn game
+    for g, w in enumerate(weighted.weights):
+        share = np.mean(games == g)
+        assert abs(share - w) < 4 * np.sqrt(w * (1 - w) / n), (g, share, w)
+    uniform = np.asarray(jax.jit(jax.vmap(env.draw_game))(jax.random.split(jax.random.PRNGKey(1), n)))
+    assert all(abs(np.mean(uniform == g) - 1 / 3) < 0.05 for g in range(3))
+
+
+def _keys_for(env, game: int, count: int) -> list:
+    """Reset keys whose episode plays `game`."""
+    keys = jax.random.split(jax.random.PRNGKey(7), 64)
+    drawn = np.asarray(jax.vmap(env.draw_game)(keys))
+    return [keys[i] for i in np.flatnonzero(drawn == game)[:count]]
+
+
+def _padded(env, action: TextAction) -> TextAction:
+    width = env.max_action_tokens - action.tokens.shape[-1]
+    return TextAction(jnp.pad(action.tokens, ((0, 0), (0, width)), constant_values=env.codec.pad_id), action.length)
+
+
+@pytest.mark.parametrize("game", [0, 1, 2], ids=["tic_tac_toe", "kuhn_poker", "negotiation"])
+def test_an_episode_of_the_mixture_is_its_game_played_alone(env, game):
+    """Same reset key, same step keys, same actions (the game's random legal moves; in one episode a malformed
+    first reply): the same rewards, ends, info and observations (the mixture's padded to its width); the candidate
+    mask is the game's in the union's columns and nothing else; the mixture's random player is the game's."""
+    sub, idx = env.games[game], env.candidate_index[game]
+    cap, pad = sub.capacity, env.codec.pad_id
+    others = np.setdiff1d(np.arange(len(env.action_candidates)), idx)
+    m_reset, m_step, m_mask = jax.jit(env.reset), jax.jit(env.step), jax.jit(env.candidate_mask)
+    s_reset, s_step, s_mask = jax.jit(sub.reset), jax.jit(sub.step), jax.jit(sub.candidate_mask)
+    m_random, s_random = jax.jit(env.random_action), jax.jit(sub.random_action)
+    for episode, key in enumerate(_keys_for(env, game, 3)):
+        (m_obs, m_st), (s_obs, s_st) = m_reset(key), s_reset(key)
+        for t in range(10):
+            assert int(m_st.game) == game
+            np.testing.assert_array_equal(np.asarray(m_obs.tokens[:, :cap]), np.asarray(s_obs.tokens))
+            assert (np.asarray(m_obs.tokens[:, cap:]) == pad).all()
+            np.testing.assert_array_equal(np.asarray(m_obs.length), np.asarray(s_obs.length))
+            np.testing.assert_array_equal(np.asarray(env.active(m_st)), np.asarray(sub.active(s_st)))
+            mask = np.asarray(m_mask(m_st))
+            np.testing.assert_array_equal(mask[:, idx], np.asarray(s_mask(s_st)))
+            assert not mask[:, others].any()
+            if bool(s_st.done):
+                break
+            k_act, k_step = jax.random.split(jax.random.fold_in(key, t))
+            action = s_random(k_act, s_st)
+            m_action = m_random(k_act, m_st)
+            np.testing.assert_array_equal(np.asarray(m_action.tokens), np.asarray(_padded(env, action).tokens))
+            if episode == 2 and t == 0:  # a malformed reply: a format error ends the game
+                action = TextAction(jnp.full_like(action.tokens, pad), jnp.ones_like(action.length))
+            m_obs, m_st, m_r, m_term, m_trunc, m_info = m_step(k_step, m_st, _padded(env, action))
+            s_obs, s_st, s_r, s_term, s_trunc, s_info = s_step(k_step, s_st, action)
+            for a, b in ((m_r, s_r), (m_term, s_term), (m_trunc, s_trunc), (m_st.done, s_st.done)):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+            for name, v in m_info.items():
+                want = (s_info[name] if name in s_info else np.zeros_like(v)) if not name.startswith(GAME_INFO) else (
+                    np.full(2, name == GAME_INFO + env.game_names[game]))
+                np.testing.assert_array_equal(np.asarray(v), np.asarray(want), err_msg=name)
+            if episode == 2 and t == 0:
+                assert bool(s_st.done) and np.asarray(s_info["format_error"]).any()
+        assert bool(s_st.done), "the episode ended within 10 moves"
+
+
+def test_the_candidate_mask_is_the_live_games_in_the_union(env):
+    """Over a batch of random positions of every game: the live game's valid replies are exactly its own mask, and a
+    reply of another game (one it does not list) is never valid."""
+    n = 96
+    keys = jax.random.split(jax.random.PRNGKey(3), n)
+    _, st = jax.jit(jax.vmap(env.reset))(keys)
+    step, rand = jax.jit(jax.vmap(env.step)), jax.jit(jax.vmap(env.random_action))
+    mask = jax.jit(jax.vmap(env.candidate_mask))
+    sub_masks = [jax.jit(jax.vmap(g.candidate_mask)) for g in env.games]
+    for t in range(4):
+        got = np.asarray(mask(st))  # [n, 2, K]
+        games = np.asarray(st.game)
+        for g, idx in enumerate(env.candidate_index):
+            live = games == g
+            own = np.asarray(sub_masks[g](st.games[g]))[live]
+            np.testing.assert_array_equal(got[live][:, :, idx], own)
+            outside = np.ones(len(env.action_candidates), bool)
+            outside[idx] = False
+            assert not got[live][:, :, outside].any()
+            assert own.any(-1).all() or t > 0  # a game's first position has valid moves
+        _, st, *_ = step(jax.random.split(jax.random.PRNGKey(10 + t), n), st,
+                         rand(jax.random.split(jax.random.PRNGKey(20 + t), n), st))
+
+
+def _mixture_trainer():
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer, c.env_kwargs = "text/mixture", "word", KWARGS
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c.policy.actions = "constrained"
+    c.share_policy = True
+    c.algo, c.group_size, c.num_envs, c.num_turns, c.lr, c.ent_coef = "ppo", 1, 6, 9, 3e-2, 0.05
+    c.in_graph_eval.update(every=1, episodes=4, opponents=("random",))
+    c.run.transcripts_every = 0
+    c.mesh.num_devices = 1
+    validate_lm_rl(c)
+    return lm_rl.make_train(c)
+
+
+def test_a_trainer_on_the_mixture_logs_every_games_evaluation():
+    """Two updates of self-play on the mixture: each game's own evaluation (its own opponents only) and its rollout
+    share, all finite; Kuhn poker's exploitability equals `lm_exploitability` on the Kuhn env itself for the trained
+    adapter, and the table behind it is what the mixture's policy plays at the mixture's own (padded) Kuhn states."""
+    from jaxmarl_llm.evaluation import exploitability as lm_ex
+    from jaxmarl_llm.policies.lm_policy import make_policy, model_weights
+
+    trainer = _mixture_trainer()
+    env, policy, config = trainer.env, trainer.policy, trainer.config
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    step = jax.jit(trainer.update)
+    for _ in range(2):
+        state, metrics = step(state, trainer.hparams, trainer.base)
+    metrics = {k: float(v) for k, v in metrics.items()}
+    for key in ("eval/tic_tac_toe/random_win", "eval/tic_tac_toe/random_seat1_draw", "eval/kuhn_poker/random_loss",
+                "eval/kuhn_poker/exploitability", "eval/kuhn_poker/nash_conv_seat1", "eval/negotiation/random_draw",
+                "episodes_tic_tac_toe", "return_kuhn_poker", "return_negotiation_agent1"):
+        assert np.isfinite(metrics[key]), key
+    assert all(np.isfinite(v) for v in metrics.values())
+    assert sum(metrics[f"episodes_{g}"] for g in env.game_names) == pytest.approx(1.0)
+    assert metrics["format_error_rate"] == 0.0
+
+    # outside the update: a policy of the Kuhn env alone (its own candidates), the same model and adapter
+    kuhn = env.games[env.game_names.index("kuhn_poker")]
+    lora = jax.tree.map(lambda x: x[0], state.trainable["lora"])
+    weights = model_weights(state.trainable, trainer.base)
+    alone = make_policy(policy.cfg, config.lora, config.sampling, env.tokenizer, kuhn.max_action_tokens,
+                        "constrained", kuhn.action_candidates)
+    want = jax.jit(lambda w, a: lm_ex.lm_exploitability(kuhn, alone, w, (a, a)))(weights, lora)
+    assert metrics["eval/kuhn_poker/exploitability"] == pytest.approx(float(want["exploitability"]), abs=1e-5)
+    assert metrics["eval/kuhn_poker/nash_conv_seat0"] == pytest.approx(float(want["nash_conv_seat0"]), abs=1e-5)
+    # ... and the mixture's policy (the union of replies) at the same observations padded to the mixture's width
+    table = np.asarray(lm_ex.policy_table(kuhn, alone, weights, (lora, lora)))
+    rows, _ = kuhn.infoset_views()
+    ids = np.full((len(rows), env.capacity), env.codec.pad_id, np.int32)
+    ids[:, : kuhn.views.width] = np.asarray(kuhn.views.ids)[rows]
+    idx = env.candidate_index[env.game_names.index("kuhn_poker")]
+    valid = np.zeros((len(rows), len(env.action_candidates)), bool)
+    valid[:, idx] = kuhn.tree.infoset_legal[:-1, : len(idx)]
+    lens = np.asarray(kuhn.views.lens)[rows]
+    probs = np.asarray(policy.candidate_distribution(weights, {"lora": lora}, jnp.asarray(ids), jnp.asarray(lens),
+                                                     jnp.asarray(valid)))
+    np.testing.assert_allclose(probs[:, idx], table[:, : len(idx)], atol=1e-5)
+    assert probs[:, np.setdiff1d(np.arange(probs.shape[1]), idx)].max() == 0.0
+
+
+def test_each_game_is_evaluated_alone_against_the_opponents_it_has(env, monkeypatch):
+    """versus_each_game plays each sub-env itself with a policy of its own replies and width, against the asked
+    opponents that game offers (tic-tac-toe random and minimax, Kuhn poker random and equilibrium, negotiation
+    random); keys are prefixed with the game's name."""
+    from jaxmarl_llm.evaluation import per_game, play
+    from jaxmarl_llm.policies.lm_policy import build_model, make_policy
+    from jaxmarl_llm.train.config import lm_rl_defaults
+
+    c = lm_rl_defaults()
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    cfg, _ = build_model(c.model, env.tokenizer, 0)
+    policy = make_policy(cfg, c.lora, c.sampling, env.tokenizer, env.max_action_tokens, "constrained",
+                         env.action_candidates)
+    played = {}
+
+    def versus(game, own, num_turns, offered, episodes, seed, chunk):
+        played[game] = (own, offered)
+        return lambda base, seat_loras: {f"{o}_win": 0.5 for o in offered}
+
+    monkeypatch.setattr(play, "versus_builtins", versus)
+    evaluate = per_game.versus_each_game(env, policy, 9, ("random", "minimax", "equilibrium"), 4)
+    assert {g: played[g][1] for g in env.games} == {env.games[0]: ("random", "minimax"),
+                                                   env.games[1]: ("random", "equilibrium"), env.games[2]: ("random",)}
+    for game, (own, _) in played.items():
+        assert own.candidates.replies == tuple(game.action_candidates)  # no reply of these games is another's prefix
+        assert own.sampling.max_new_tokens == game.max_action_tokens and own.cfg is policy.cfg
+    monkeypatch.setattr(per_game.exploitability, "lm_exploitability", lambda *a: {"exploitability": 0.25})
+    assert evaluate(None, (None, None)) == {
+        "tic_tac_toe/random_win": 0.5, "tic_tac_toe/minimax_win": 0.5, "kuhn_poker/random_win": 0.5,
+        "kuhn_poker/equilibrium_win": 0.5, "kuhn_poker/exploitability": 0.25, "negotiation/random_win": 0.5}
+
+
+def test_the_config_builds_with_every_games_opponents():
+    """configs/multi_game.py at full size (nothing compiles): the mixture of the three games, one shared adapter, the
+    longest game's turns; an evaluation opponent that no game of the mixture has is refused at start-up."""
+    from jaxmarl_llm.errors import ConfigError
+    from jaxmarl_llm.run import entry
+    from jaxmarl_llm.run.cli import load_config_file
+
+    config = load_config_file(os.path.join(ROOT, "configs", "multi_game.py"))
+    config.mesh.num_devices = 1  # conftest forces 8 host devices; a CPU run has one
+    trainer, *_ = entry.build(config)
+    assert trainer.env.game_names == ("tic_tac_toe", "kuhn_poker", "negotiation")
+    assert config.num_turns == 9  # tic-tac-toe's 9 moves (Kuhn poker 3, negotiation 6)
+    assert trainer.plan.num_slots == 1 and trainer.plan.eval_opponents == ("random", "minimax", "equilibrium")
+    config.env_kwargs.update(games=("text/tic_tac_toe", "text/negotiation"), weights=(1.0, 1.0))  # no poker:
+    # nobody plays 'equilibrium'
+    with pytest.raises(ConfigError, match="in_graph_eval.opponents: 'equilibrium'; its games offer minimax, random"):
+        entry.build(config)
