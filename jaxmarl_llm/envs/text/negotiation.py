@@ -276,10 +276,7 @@ class Negotiation(TextEnv):
 
     def parse_move(self, tokens: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Move index 0..7 from `Move: <move>` (tokens [M], length []); ok False if it names no move."""
-        chars, n = parsing.decode_chars(self.codec.token_chars, self.codec.token_nchars, tokens, length)
-        chars, n = parsing.compact_alnum(chars, n)
-        k = self.move_set.match(chars, n)
-        return jnp.maximum(k, 0), k >= 0
+        return parsing.match_reply(self.codec, self.move_set, tokens, length)
 
     def _step(self, key, state, tokens, length, params):
         me = state.turn % 2

@@ -179,6 +179,14 @@ class StringSet:
                 hit = hit.at[rows].set(jnp.any(same, axis=1))
         return hit
 
+def match_reply(codec, strings: "StringSet", tokens: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(index, ok): which of `strings` a reply (tokens [M], length []) says, its letters and digits compared;
+    index 0 and ok False when it says none. `codec`: the env's (token_chars, token_nchars)."""
+    chars, n = decode_chars(codec.token_chars, codec.token_nchars, tokens, length)
+    k = strings.match(*compact_alnum(chars, n))
+    return jnp.maximum(k, 0), k >= 0
+
+
 def strip_prefix(chars: jax.Array, n: jax.Array, prefix: str) -> tuple[jax.Array, jax.Array, jax.Array]:
     """If chars[:n] starts with `prefix` (already compacted codes), drop it: (chars, n, had_prefix)."""
     p = jnp.asarray(text_codes(prefix))

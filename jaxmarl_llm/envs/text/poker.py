@@ -222,10 +222,7 @@ class _Poker(TextEnv):
 
     def parse_move(self, tokens: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Action index from `Move: <word>` (tokens [M], length []); ok False if it names no action."""
-        chars, n = parsing.decode_chars(self.codec.token_chars, self.codec.token_nchars, tokens, length)
-        chars, n = parsing.compact_alnum(chars, n)
-        k = self.move_set.match(chars, n)
-        return jnp.maximum(k, 0), k >= 0
+        return parsing.match_reply(self.codec, self.move_set, tokens, length)
 
     def _step(self, key, state, tokens, length, params):
         me = self.player[state.node]  # a decision node: 0 or 1
