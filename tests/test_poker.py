@@ -272,9 +272,10 @@ def test_the_entropy_bonus_moves_linearly_to_ent_coef_end():
 
     from jaxmarl_llm.train.config import lm_rl_defaults
 
-    fv = flags.FlagValues()
-    config_flags.DEFINE_config_dict("config", lm_rl_defaults(), flag_values=fv)
-    fv(["train.py", "--config.ent_coef_end=0.05"])
+    argv = ["train.py", "--config.ent_coef_end=0.05"]
+    fv = flags.FlagValues()  # override flags are defined from the argv they will parse (not pytest's sys.argv)
+    config_flags.DEFINE_config_dict("config", lm_rl_defaults(), flag_values=fv, sys_argv=argv)
+    fv(argv)
     assert lm_rl_defaults().ent_coef_end is None and fv.config.ent_coef_end == 0.05
 
 
