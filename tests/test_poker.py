@@ -83,6 +83,20 @@ def test_observations_are_the_information_sets_words(env):
             np.asarray(st.buf[1 - mover, : st.length[1 - mover]]).tolist())
 
 
+@pytest.mark.parametrize("game", [KuhnPoker, LeducPoker])
+def test_without_rules_a_view_loses_only_its_first_line(game):
+    """rules=False: every (node, seat) view is the full view less the rules line, so no two information sets
+    read alike that did not before, and the longest observation is shorter."""
+    full, short = game(), game(rules=False)
+    rows_full, rows_short = np.asarray(full.view_row), np.asarray(short.view_row)
+    assert len(full.view_texts) == len(short.view_texts)
+    for a, b in zip(rows_full.reshape(-1), rows_short.reshape(-1)):
+        head, rest = full.view_texts[a].split("\n", 1)
+        assert short.view_texts[b] == rest
+        assert head.startswith(("Kuhn poker.", "Leduc poker."))
+    assert short.views.width < full.views.width
+
+
 def test_replies_parse_and_a_bad_one_loses_two_chips():
     env = LeducPoker(tokenizer=WordTokenizer.from_texts(LeducPoker().view_texts + ("Move: fold call raise",)))
     st = env.state_at((0, 2))  # seat 0 to open: fold is not legal (nothing to call)
