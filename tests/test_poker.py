@@ -174,15 +174,17 @@ def test_in_graph_exploitability_equals_the_policy_read_outside_the_update():
     assert abs(bets - p_bet) < 4 * np.sqrt(p_bet * (1 - p_bet) / n) + 1e-3, (bets, p_bet)
 
 
-def test_the_average_policy_in_the_update_equals_the_average_taken_outside():
+@pytest.mark.parametrize("start", [0, 2])
+def test_the_average_policy_in_the_update_equals_the_average_taken_outside(start):
     """in_graph_eval.average: after each update (eval every update) the update's eval/average_exploitability
     equals the exploitability of the reach-weighted average of the tables read outside after every update so far
-    (weights = update step, "linear"); after the first update the average is that update's policy."""
+    (weights = update step, "linear"), from update `average_from` on; after the first counted update the average
+    is that update's policy."""
     from jaxmarl_llm.evaluation import exploitability as lm_ex
     from jaxmarl_llm.policies.lm_policy import model_weights
 
     trainer = _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("random",), "seed": 0,
-                                           "average": "linear"})
+                                           "average": "linear", "average_from": start})
     env, tree = trainer.env, trainer.env.tree
     state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
     step = jax.jit(trainer.update)
@@ -191,10 +193,10 @@ def test_the_average_policy_in_the_update_equals_the_average_taken_outside():
         state, metrics = step(state, trainer.hparams, trainer.base)
         lora = jax.tree.map(lambda x: x[0], state.trainable["lora"])
         table = lm_ex.policy_table(env, trainer.policy, model_weights(state.trainable, trainer.base), (lora, lora))
-        total = lm_ex.accumulate(tree, total, table, float(t))
+        total = lm_ex.accumulate(tree, total, table, float(t) * (t >= start))
         want = ex.exploitability(tree, lm_ex.average(tree, total))
         assert float(metrics["eval/average_exploitability"]) == pytest.approx(float(want.exploitability), abs=1e-5)
-        if t == 1:
+        if t == max(start, 1):
             assert float(metrics["eval/average_nash_conv"]) == pytest.approx(float(metrics["eval/nash_conv"]),
                                                                             abs=1e-5)
     assert float(metrics["eval/average_exploitability"]) != pytest.approx(float(metrics["eval/exploitability"]),

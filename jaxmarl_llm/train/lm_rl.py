@@ -131,6 +131,7 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         eval_every=int(config.in_graph_eval.every), eval_episodes=int(config.in_graph_eval.episodes),
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
         eval_average=str(config.in_graph_eval.get("average", "none")),
+        eval_average_from=int(config.in_graph_eval.get("average_from", 0)),
         transcript_episodes=int(config.run.transcript_episodes) if int(config.run.transcripts_every) > 0 else 0,
     )
     rollout_path(plan).check(plan, plan.num_envs)  # minibatch settings that cannot cut this run's episodes
@@ -316,7 +317,7 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
             table = exploitability.policy_table(env, policy, weights, seat_loras)  # [I, A]
             out.update(exploitability.table_metrics(env.tree, table))
             if average is not None:
-                weight = exploitability.AVERAGE_WEIGHTS[plan.eval_average](step)
+                weight = exploitability.AVERAGE_WEIGHTS[plan.eval_average](step) * (step >= plan.eval_average_from)
                 total = exploitability.accumulate(env.tree, average, table, weight)
                 out.update(exploitability.table_metrics(env.tree, exploitability.average(env.tree, total),
                                                         "average_"))

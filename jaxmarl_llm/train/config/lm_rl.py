@@ -144,9 +144,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # `every` updates (0 = off), half of `episodes` in each seat: metrics eval/<opponent>_<win|draw|loss> (and per
     # seat), NaN in the rows between; the same games as experiments/eval.py --episodes --seed (evaluation/play.py)
     # average (poker): also evaluate the average policy of the evaluated iterates, "uniform" or "linear" in the
-    # update step (evaluation/exploitability.py AVERAGE_WEIGHTS); "none" = the last iterate only
+    # update step (evaluation/exploitability.py AVERAGE_WEIGHTS); "none" = the last iterate only; average_from:
+    # only the iterates evaluated at this update (as numbered in metrics.csv) or later count (uniform play before)
     c.in_graph_eval = ml_collections.ConfigDict({"every": 0, "episodes": 400, "opponents": ("random", "minimax"),
-                                                 "seed": 0, "average": "none"})
+                                                 "seed": 0, "average": "none", "average_from": 0})
     # stability guards (run/runner.py Guard): warn once, with the update number, when the policy's entropy falls
     # below min_entropy or its KL to the reference (adapters off) rises above max_kl_ref; 0 = off. max_kl_ref > 0
     # scores the reference even at kl_coef=0 (one more forward per minibatch)
@@ -295,6 +296,9 @@ def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:
              f"must be one of {('none', *AVERAGE_WEIGHTS)}, got {average!r}")
     _require(average == "none" or ev.every, "in_graph_eval.average",
              "averages the evaluated iterates: set in_graph_eval.every > 0 too")
+    start = ev.get("average_from", 0)
+    _require(isinstance(start, int) and start >= 0, "in_graph_eval.average_from",
+             f"must be an update number >= 0, got {start!r}")
 
 
 def _check_actions(config) -> None:

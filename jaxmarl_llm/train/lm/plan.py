@@ -103,6 +103,7 @@ class Plan:
     # poker: also the average policy of the evaluated iterates, each weighted as AVERAGE_WEIGHTS[eval_average]
     # (evaluation/exploitability.py); "none" = off
     eval_average: str = "none"
+    eval_average_from: int = 0  # ... counting only the iterates evaluated at this update (metrics.csv numbers) or later
     # transcripts: this many of each update's episodes are returned beside its metrics (train/lm/episode_sample.py)
     transcript_episodes: int = 0
 
