@@ -58,6 +58,11 @@ def folders(tmp_path_factory) -> dict[str, str]:
     done = _run("sweep", f"--config={SPREAD_MLP}", "--config.total_timesteps=8192", "--sweep.lr=1e-3,3e-4",
                 f"--sweep.out_dir={out['sweep']}")
     assert done.returncode == 0, done.stderr[-2000:]
+    out["run_one"] = str(base / "run_one")  # the run with its latest checkpoint only
+    shutil.copytree(out["run"], out["run_one"])
+    steps = sorted(int(n) for n in os.listdir(os.path.join(out["run_one"], "checkpoints")) if n.isdigit())
+    for step in steps[:-1]:
+        shutil.rmtree(os.path.join(out["run_one"], "checkpoints", str(step)))
     return out
 
 
@@ -138,9 +143,9 @@ CASES = [
      r"--opponent='equilibrium': TicTacToe's built-in players are random, minimax; or base, self or a run "
      r"directory", "base"),
     case("eval: cross-play of a run without an opponent pool", "eval",
-     [f"--config={KUHN}", "--checkpoint={run}", "--cross_play"],
-     r"--cross_play: .*/kuhn_poker\.py trains without an opponent pool \(config\.opponent_pool\.size=0\): no "
-     r"snapshots to play", "run"),
+     [f"--config={KUHN}", "--checkpoint={run_one}", "--cross_play"],
+     r"--cross_play: .*/kuhn_poker\.py trains without an opponent pool \(config\.opponent_pool\.size=0\) and the "
+     r"run keeps one checkpoint: no snapshots to play", "run_one"),
     case("eval: cross-play without a run", "eval", [f"--config={TTT}", "--cross_play"],
      r"--cross_play: name a self-play run with --checkpoint=RUN_DIR", "base"),
     case("sweep: an unknown key", "sweep", [f"--config={SPREAD_MLP}", "--sweep.bogus=1"],

@@ -155,7 +155,8 @@ def test_minimax_tops_a_tic_tac_toe_table_of_random_and_an_lm(tiny):
 
 def _saved_pool_run(trainer, state, run_dir: str) -> None:
     """A self-play checkpoint after update 4 of a 3-snapshot pool refreshed every 2 updates: slot 0 copied the
-    learner of update 2, slot 1 that of update 4 (the learner itself), slot 2 is still the initial learner."""
+    learner of update 2, slot 1 that of update 4 (the learner itself), slot 2 is still the initial learner; and
+    the checkpoint of update 3 kept before it (another learner)."""
     from jaxmarl_llm.run.checkpoints import Checkpoints
 
     learner = _nudged(state.trainable["lora"], seed=4)  # [S, ...]
@@ -165,6 +166,8 @@ def _saved_pool_run(trainer, state, run_dir: str) -> None:
     saved = state.replace(update_step=jnp.int32(4), trainable={**state.trainable, "lora": learner}, pool=pool)
     ckpt = Checkpoints(os.path.join(run_dir, "checkpoints"))
     try:
+        ckpt.save(3, saved.replace(update_step=jnp.int32(3), trainable={**state.trainable, "lora": _nudged(
+            state.trainable["lora"], seed=3)}))
         ckpt.save(4, saved)
     finally:
         ckpt.close()
@@ -179,11 +182,11 @@ def test_eval_cross_play_writes_the_table_and_ratings(tiny, tmp_path):
                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
                          env={**os.environ, "PYTHONPATH": ROOT})
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "cross-play of learner, snap@2, snap@0, random, minimax: 4 games per pair" in out.stdout, out.stdout
+    assert "cross-play of learner, snap@2, snap@0, ckpt@3, random, minimax: 4 games per pair" in out.stdout, out.stdout
     assert set(os.listdir(run_dir)) >= {"cross_play.csv", "cross_play.png", "ratings.csv"}
     with open(os.path.join(run_dir, "cross_play.csv")) as f:
         rows = list(csv.DictReader(f))
-    names = {"learner", "snap@2", "snap@0", "random", "minimax"}
+    names = {"learner", "snap@2", "snap@0", "ckpt@3", "random", "minimax"}
     assert {(r["player"], r["opponent"]) for r in rows} == {(a, b) for a in names for b in names if a != b}
     assert all(r["games"] == "4" and r["win"] != "" for r in rows)
     with open(os.path.join(run_dir, "ratings.csv")) as f:

@@ -22,7 +22,8 @@ checkpoint's latest state or, without --checkpoint, of the starting model (updat
     python experiments/eval.py --config=configs/twenty_questions.py:lm_scratch \
         --config.model.checkpoint=runs/sft_twenty_questions_answerer/model --heldout
 
---cross_play plays a self-play run's opponent-pool snapshots (`snap@<update>`), its learner and the game's
+--cross_play plays a self-play run's opponent-pool snapshots (`snap@<update>`), its earlier kept checkpoints
+(`ckpt@<update>`: raise `--config.run.keep_checkpoints` to keep a run's history), its learner and the game's
 built-in players against each other, every pair --episodes games (half in each seat order, the same deals), prints
 the mean-return matrix with a Bradley-Terry Elo rating per player (random = 1000) and writes cross_play.csv,
 cross_play.png and ratings.csv into the run directory (jaxmarl_llm/evaluation/cross_play.py):
@@ -46,6 +47,7 @@ from jaxmarl_llm.run import trainers
 from jaxmarl_llm.run.cli import (check_overrides, command_config, config_name, fail, main_guard, order_cpu_collectives,
                                  run_program)
 from jaxmarl_llm.run.run_dirs import check_run_dir, restore_adapter, restore_state
+from jaxmarl_llm.run.run_identity import saved_steps
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import validate_lm_rl
 
@@ -92,9 +94,10 @@ def check_cross_play(config) -> None:
     if not _CHECKPOINT.value:
         fail("--cross_play: name a self-play run with --checkpoint=RUN_DIR (its pool snapshots and learner play "
              "each other and the game's built-in players)")
-    if not int(config.opponent_pool.size):
+    if not int(config.opponent_pool.size) and len(saved_steps(_CHECKPOINT.value)) < 2:
         fail(f"--cross_play: {config_name(sys.argv) or 'the config'} trains without an opponent pool "
-             "(config.opponent_pool.size=0): no snapshots to play; cross-play ranks a self-play run's pool")
+             "(config.opponent_pool.size=0) and the run keeps one checkpoint: no snapshots to play; cross-play "
+             "ranks a self-play run's pool or its kept checkpoints (--config.run.keep_checkpoints)")
     if _EPISODES.value < 2:
         fail(f"--episodes={_EPISODES.value}: cross-play plays each pair in both seat orders (at least 2)")
 
@@ -189,11 +192,21 @@ def pool_players(config, state) -> dict[str, play.Player]:
     return players
 
 
+def checkpoint_players(trainer, run_dir: str, latest: int) -> dict[str, play.Player]:
+    """The learner of each kept checkpoint before the latest, newest first, named by its update."""
+    return {f"ckpt@{step}": play.Player("lm", jax.tree.map(lambda x: x[0],
+                                                           restore_state(trainer, run_dir, step).trainable["lora"]))
+            for step in sorted(saved_steps(run_dir), reverse=True) if step < latest}
+
+
 def run_cross_play(config, trainer, run_dir: str) -> None:
-    """Cross-play of the run's pool, learner and built-in players; the table and ratings printed and written."""
+    """Cross-play of the run's pool, kept checkpoints, learner and built-in players; the table and ratings printed
+    and written."""
     state = restore_state(trainer, run_dir)
     env = trainer.env
-    players = pool_players(config, state)
+    players = pool_players(config, state) if int(config.opponent_pool.size) else {
+        "learner": play.Player("lm", jax.tree.map(lambda x: x[0], state.trainable["lora"]))}
+    players.update(checkpoint_players(trainer, run_dir, int(jax.device_get(state.update_step))))
     offered = tuple(getattr(env, "builtin_players", ())) if hasattr(env, "opponent_action") else ()
     players.update({kind: play.Player(kind) for kind in offered})
     base = state.trainable.get("base", trainer.base)  # a trained base (train_base) is every LM player's

@@ -21,13 +21,13 @@ def check_run_dir(flag: str, run_dir: str) -> None:
              "is it a run directory of experiments/train.py that saved one?")
 
 
-def restore_state(trainer, run_dir: str):
-    """The runner state of the latest checkpoint of `run_dir`."""
+def restore_state(trainer, run_dir: str, step: int | None = None):
+    """The runner state of the latest checkpoint of `run_dir` (or of the one saved after update `step`)."""
     like = jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams)
     ckpt = Checkpoints(os.path.join(run_dir, "checkpoints"))
     try:
-        state = ckpt.restore(like)
-        print(f"restored {run_dir} at update {ckpt.latest_step()}")
+        state = ckpt.restore(like, step)
+        print(f"restored {run_dir} at update {ckpt.latest_step() if step is None else step}")
     finally:
         ckpt.close()
     return state
