@@ -213,6 +213,9 @@ def test_an_average_policy_needs_a_game_tree_and_an_evaluation():
     with pytest.raises(ConfigError, match="set in_graph_eval.every > 0 too"):
         _kuhn_trainer(in_graph_eval={"every": 0, "episodes": 8, "opponents": ("random",), "seed": 0,
                                      "average": "uniform"})
+    with pytest.raises(ConfigError, match="in_graph_eval.average_from: must be an update number >= 0, got -5"):
+        _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("random",), "seed": 0,
+                                     "average": "uniform", "average_from": -5})
     c = lm_rl_defaults()
     c.env_name, c.tokenizer = "text/tic_tac_toe", "word"
     c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
