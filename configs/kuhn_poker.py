@@ -3,10 +3,11 @@
 One shared policy (the seat is in the prompt) plays both seats; its legal actions (pass, bet) are the candidates
 (`policy.actions="constrained"`). Each update plays `num_envs` hands per seat of the shared policy against
 itself (`share_policy=True`, both seats learn: `opponent_pool.size=0`), magnetic mirror descent (`algo="mmd"`)
-with a value head. Every
-`in_graph_eval.every` updates the compiled update reads the policy's action distribution at all 12 information
-sets and computes the exact best response of each seat: `eval/exploitability` (uniform play: 0.458; an
-equilibrium: 0), `eval/nash_conv` and per seat, beside greedy hands against the random and equilibrium players.
+with a value head. Every `in_graph_eval.every` updates the compiled update reads the policy's action
+distribution at all 12 information sets and computes the exact best response of each seat: `eval/exploitability`
+(uniform play: 0.458; an equilibrium: 0), `eval/nash_conv` and per seat, beside greedy hands against the random
+and equilibrium players; and the same for the average of the iterates evaluated from update 800 on
+(`eval/average_exploitability`), the policy this recipe is judged by.
 
     .venv/bin/python experiments/train.py --config=configs/kuhn_poker.py
 
@@ -30,13 +31,19 @@ def get_config():
     c.kl_coef, c.magnet_rate = 0.4, 0.05
     c.num_turns = 3  # a hand has at most three moves
     c.num_envs = 64
-    c.lr, c.anneal_lr = 1e-3, True
+    c.lr, c.anneal_lr = 2e-3, True
     c.critic.lr = 1e-2
-    c.ent_coef = 0.2
+    c.gae_lambda = 1.0  # Monte Carlo returns: the value head is a baseline only, its errors bias nothing
+    # the bonus keeps the policy mixed early; held at 0.2 it biases the fixed point (the curve flattens at
+    # 0.035-0.04), so it falls to 0.02 over the run
+    c.ent_coef, c.ent_coef_end = 0.2, 0.02
     c.sampling.temperature = 1.0
     c.total_episodes = 64 * 1200
-    c.in_graph_eval.update(every=25, episodes=200, opponents=("random", "equilibrium"))
+    # the last iterate keeps swinging by the sampling noise of 64 hands; the average of the iterates evaluated
+    # from update 800 on (t^2-weighted) cancels it
+    c.in_graph_eval.update(every=10, episodes=200, opponents=("random", "equilibrium"), average="quadratic",
+                           average_from=800)
     c.run.out_dir = "runs/kuhn_poker"
     c.run.updates_per_chunk = 10
-    c.run.eval_targets = {"eval/exploitability": 0.02}
+    c.run.eval_targets = {"eval/average_exploitability": 0.02}
     return c
