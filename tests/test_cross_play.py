@@ -193,3 +193,15 @@ def test_eval_cross_play_writes_the_table_and_ratings(tiny, tmp_path):
         ratings = {r["player"]: float(r["rating"]) for r in csv.DictReader(f)}
     assert set(ratings) == names and ratings["random"] == 1000.0
     assert max(ratings, key=ratings.get) == "minimax"
+
+
+def test_the_printed_table_names_every_player_in_full():
+    """Columns as wide as the longest name: `ckpt@1250` and `ckpt@1000` stay apart, each row's cells align."""
+    names = ("ckpt@1250", "ckpt@1000", "random")
+    points = np.array([[np.nan, 0.75, 0.9], [0.25, np.nan, 0.8], [0.1, 0.2, np.nan]])
+    res = _results(points, 100, names)
+    text = cp.table_text(res, cp.ratings(res))
+    header, *rows = text.splitlines()
+    assert header.split() == ["rating", "ckpt@1250", "ckpt@1000", "random"]
+    assert rows[0].split()[0] == "ckpt@1250" and rows[0].split()[2] == "+0.500"  # its score vs ckpt@1000 (self blank)
+    assert len({len(r) for r in rows}) == 1

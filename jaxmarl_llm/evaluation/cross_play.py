@@ -164,10 +164,10 @@ def ratings(results: CrossPlay, anchor: str | None = "random", anchor_rating: fl
 def table_text(results: CrossPlay, elo: Mapping[str, float]) -> str:
     """The score matrix (row's mean return against the column) with each row's rating, best rated first."""
     order = sorted(range(len(results.names)), key=lambda i: -elo[results.names[i]])
-    width = max(8, *(len(results.names[i]) for i in order))
-    lines = [" " * width + "  rating " + " ".join(f"{results.names[j][:8]:>8}" for j in order)]
+    width = max(8, *(len(results.names[i]) for i in order))  # names in full: `ckpt@1250` and `ckpt@1000` differ
+    lines = [" " * width + "  rating " + " ".join(f"{results.names[j]:>{width}}" for j in order)]
     for i in order:
-        cells = " ".join(f"{results.score[i, j]:+8.3f}" if np.isfinite(results.score[i, j]) else f"{'':>8}"
+        cells = " ".join(f"{results.score[i, j]:+{width}.3f}" if np.isfinite(results.score[i, j]) else " " * width
                          for j in order)
         lines.append(f"{results.names[i]:<{width}}  {elo[results.names[i]]:6.0f} {cells}")
     return "\n".join(lines)
