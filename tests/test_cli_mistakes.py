@@ -264,7 +264,7 @@ def test_ctrl_c_says_where_the_run_stopped_and_the_resume_continues_it(tmp_path)
     args = [SCRIPT["train"], f"--config={SPREAD_MLP}", f"--config.run.out_dir={out_dir}", "--config.run.progress=False",
             "--config.run.updates_per_chunk=1", "--config.run.checkpoint_every=1", "--config.run.tensorboard=False",
             "--config.run.plot=False"]
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONFAULTHANDLER": "1"}  # SIGABRT prints every thread's stack
     proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env=env)
     try:
@@ -273,7 +273,11 @@ def test_ctrl_c_says_where_the_run_stopped_and_the_resume_continues_it(tmp_path)
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-3000:]
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # a run that does not stop: where each of its threads waits
+            proc.send_signal(signal.SIGABRT)
+            pytest.fail("no exit 120 s after Ctrl-C; its threads:\n" + proc.communicate(timeout=60)[1][-8000:])
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -388,3 +388,24 @@ def test_env_kwargs_an_env_refuses_are_one_line(capsys, name, kwargs, says):
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.count("\n") == 1
     assert err.startswith(f"error: config.env_kwargs: {name}: ") and says in err, err
+
+
+def test_a_ctrl_c_during_a_save_lands_after_it():
+    """checkpoints.ctrl_c_after: a SIGINT inside the block lets the block finish, then raises KeyboardInterrupt
+    (the save it guards is complete); a second SIGINT raises at once; the previous handler is back after."""
+    import signal
+
+    from jaxmarl_llm.run.checkpoints import ctrl_c_after
+
+    before, done = signal.getsignal(signal.SIGINT), []
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_after():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("the rest of the save")
+    assert done == ["the rest of the save"]
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_after():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("never")
+    assert done == ["the rest of the save"] and signal.getsignal(signal.SIGINT) is before

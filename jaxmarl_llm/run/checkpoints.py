@@ -17,8 +17,11 @@ step is written in place and marked complete by a `commit_success.txt` (orbax's 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import threading
 from typing import Any
 
 import jax
@@ -30,6 +33,31 @@ from jaxmarl_llm.parallel import multihost
 
 MB = 2**20
 SHOWN = 5  # arrays named in a mismatch message
+
+
+@contextlib.contextmanager
+def ctrl_c_after():
+    """Hold a Ctrl-C (SIGINT) until the block is done, then raise KeyboardInterrupt: a save is never cut in the
+    middle of orbax's writes, so the checkpoint an interrupted run names is complete and the manager's close has
+    no half-done write to wait on. A second Ctrl-C interrupts at once. Outside the main thread (where no signal
+    handler can be set) the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+
+    def hold(signum, frame):
+        if caught:  # the second Ctrl-C: the user means it
+            raise KeyboardInterrupt
+        caught.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 GCSFUSE = "fuse.gcsfuse"  # the file system type of a Cloud Storage FUSE mount in /proc/mounts
@@ -67,10 +95,12 @@ class Checkpoints:
         return self.manager.latest_step()
 
     def save(self, step: int, state: Any) -> None:
-        """Save `state` as `step`; DiskFullError before writing anything when the disk cannot hold it."""
+        """Save `state` as `step`; DiskFullError before writing anything when the disk cannot hold it. A Ctrl-C
+        during the save takes effect when it is complete."""
         self.check_space(step, state)
-        self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
-        self.manager.wait_until_finished()
+        with ctrl_c_after():
+            self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
+            self.manager.wait_until_finished()
 
     def size_needed(self, state: Any) -> int:
         """Bytes a new checkpoint will take: the latest one's size on disk, else the state's array bytes, plus a
