@@ -46,7 +46,7 @@ from jaxmarl_llm.models import attention
 from jaxmarl_llm.run import trainers
 from jaxmarl_llm.run.cli import (check_overrides, command_config, config_name, fail, main_guard, order_cpu_collectives,
                                  run_program)
-from jaxmarl_llm.run.run_dirs import check_run_dir, restore_adapter, restore_state
+from jaxmarl_llm.run.run_dirs import check_run_dir, restore_adapter, restore_state, restore_states
 from jaxmarl_llm.run.run_identity import saved_steps
 from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import validate_lm_rl
@@ -192,21 +192,16 @@ def pool_players(config, state) -> dict[str, play.Player]:
     return players
 
 
-def checkpoint_players(trainer, run_dir: str, latest: int) -> dict[str, play.Player]:
-    """The learner of each kept checkpoint before the latest, newest first, named by its update."""
-    return {f"ckpt@{step}": play.Player("lm", jax.tree.map(lambda x: x[0],
-                                                           restore_state(trainer, run_dir, step).trainable["lora"]))
-            for step in sorted(saved_steps(run_dir), reverse=True) if step < latest}
-
-
 def run_cross_play(config, trainer, run_dir: str) -> None:
     """Cross-play of the run's pool, kept checkpoints, learner and built-in players; the table and ratings printed
     and written."""
-    state = restore_state(trainer, run_dir)
+    states = restore_states(trainer, run_dir, sorted(saved_steps(run_dir), reverse=True))
+    _, state = next(states)  # the latest: its learner and pool (the learner alone without a pool)
     env = trainer.env
-    players = pool_players(config, state) if int(config.opponent_pool.size) else {
-        "learner": play.Player("lm", jax.tree.map(lambda x: x[0], state.trainable["lora"]))}
-    players.update(checkpoint_players(trainer, run_dir, int(jax.device_get(state.update_step))))
+    players = pool_players(config, state)
+    # the learner of each earlier kept checkpoint, newest first
+    players.update({f"ckpt@{step}": play.Player("lm", jax.tree.map(lambda x: x[0], earlier.trainable["lora"]))
+                    for step, earlier in states})
     offered = tuple(getattr(env, "builtin_players", ())) if hasattr(env, "opponent_action") else ()
     players.update({kind: play.Player(kind) for kind in offered})
     base = state.trainable.get("base", trainer.base)  # a trained base (train_base) is every LM player's

@@ -1,9 +1,10 @@
-"""Reading a trained run back: a run folder checked before anything is built in it, its latest runner state, one
-adapter slot of it (experiments/eval.py, experiments/play.py)."""
+"""Reading a trained run back: a run folder checked before anything is built in it, its latest runner state (or
+those of several kept checkpoints), one adapter slot of it (experiments/eval.py, experiments/play.py)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 
 import jax
 
@@ -21,15 +22,24 @@ def check_run_dir(flag: str, run_dir: str) -> None:
              "is it a run directory of experiments/train.py that saved one?")
 
 
-def restore_state(trainer, run_dir: str, step: int | None = None):
-    """The runner state of the latest checkpoint of `run_dir` (or of the one saved after update `step`)."""
+def restore_states(trainer, run_dir: str, steps: Iterable[int | None]) -> Iterator[tuple[int, object]]:
+    """(update, runner state) of each of `steps`' checkpoints of `run_dir` (None: the latest), one at a time, from
+    one template state and one checkpoint manager (closed when the iteration ends)."""
     like = jax.jit(trainer.init)(jax.random.PRNGKey(0), trainer.hparams)
     ckpt = Checkpoints(os.path.join(run_dir, "checkpoints"))
     try:
-        state = ckpt.restore(like, step)
-        print(f"restored {run_dir} at update {ckpt.latest_step() if step is None else step}")
+        for step in steps:
+            step = ckpt.latest_step() if step is None else step
+            state = ckpt.restore(like, step)
+            print(f"restored {run_dir} at update {step}")
+            yield step, state
     finally:
         ckpt.close()
+
+
+def restore_state(trainer, run_dir: str):
+    """The runner state of the latest checkpoint of `run_dir`."""
+    (_, state), = restore_states(trainer, run_dir, [None])
     return state
 
 

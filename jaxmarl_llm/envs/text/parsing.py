@@ -179,6 +179,7 @@ class StringSet:
                 hit = hit.at[rows].set(jnp.any(same, axis=1))
         return hit
 
+
 def match_reply(codec, strings: "StringSet", tokens: jax.Array, length: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(index, ok): which of `strings` a reply (tokens [M], length []) says, its letters and digits compared;
     index 0 and ok False when it says none. `codec`: the env's (token_chars, token_nchars)."""
