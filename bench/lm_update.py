@@ -94,7 +94,8 @@ def measure(config, repeats: int, rollout_only: bool = False) -> dict:
     # running longer than the whole update) is not a measurement: said as such, not printed as a negative time
     resolved = t_upd - t_roll - scoring > 0.05 * t_upd
     return {
-        "params": sum(x.size for x in jax.tree.leaves(base)), "dtype": config.model.dtype,
+        "params": sum(x.size for x in jax.tree.leaves(base)), "dtype": config.model.dtype + (
+            ", layers rematerialised" if policy.cfg.remat else ""),
         "compile_s": c_upd, "update_s": t_upd, "rollout_s": t_roll, "scoring_s": scoring,
         "backward_s": t_upd - t_roll - scoring if resolved else float("nan"),
         "tokens_rollout": float(metrics["tokens_rollout"]), "tokens_loss": float(metrics["tokens_loss"]),
@@ -114,6 +115,9 @@ def main():
     parser.add_argument("--num_envs", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rollout_only", action="store_true", help="time the rollout alone (decode at large batch)")
+    parser.add_argument("--remat", default="auto", choices=("auto", "True", "False"),
+                        help="model.remat: rematerialise the layers in the loss ('auto': where the update would "
+                             "not fit the device without)")
     args = parser.parse_args()
     print(f"{jax.devices()[0].device_kind} ({jax.devices()[0].platform}), {args.config}, {args.num_envs} envs",
           flush=True)
@@ -122,6 +126,7 @@ def main():
         config.mesh.num_devices, config.num_envs = 1, args.num_envs
         config.group_size = min(config.get("group_size", 1), args.num_envs)
         config.in_graph_eval.every = 0
+        config.model.remat = {"auto": "auto", "True": True, "False": False}[args.remat]
         if shape != "tiny":
             config.model.update(preset=shape, dtype=args.dtype, max_position_embeddings=2048)
         r = measure(config, args.repeats, args.rollout_only)

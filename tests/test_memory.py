@@ -5,6 +5,8 @@ import os
 import re
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from jaxmarl_llm.errors import ConfigError
@@ -12,6 +14,8 @@ from jaxmarl_llm.run import entry
 from jaxmarl_llm.run.cli import load_config_file
 from jaxmarl_llm.train.config import validate_lm_rl
 from jaxmarl_llm.train.lm import memory
+from jaxmarl_llm.train.lm import seats as lm_seats
+from jaxmarl_llm.train.lm.paths import rollout_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,16 +58,19 @@ def _xla_bytes(compiled) -> int:
     return m.argument_size_in_bytes + m.temp_size_in_bytes
 
 
+@pytest.mark.parametrize("remat", [False, True])
 @pytest.mark.parametrize("spec,kw", [
     ("tic_tac_toe.py", {"num_envs": 8, "group_size": 8}),  # incremental: KV cache, whole episodes in the loss
     ("tic_tac_toe.py:scratch", {"num_envs": 8}),  # re-read: every turn's prompt, turns one at a time
 ])
-def test_memory_plan_within_15_percent_of_xlas_analysis(spec, kw):
+def test_memory_plan_within_15_percent_of_xlas_analysis(spec, kw, remat):
     """The plan of a built trainer (train/lm/memory.py trainer_memory) against XLA's own analysis of the compiled
     update: arguments + temporaries, per device, float32 (XLA:CPU adds float32 copies of bfloat16 operands that a
-    GPU does not make)."""
+    GPU does not make); with the layers kept and rematerialised (model.remat)."""
     c = _small_model(load_config_file(os.path.join(ROOT, "configs", spec)), **kw)
+    c.model.remat = remat
     trainer, compiled = _compiled_update(c)
+    assert trainer.policy.cfg.remat == remat
     planned = memory.trainer_memory(trainer)[memory.PEAK]
     xla = _xla_bytes(compiled)
     assert abs(planned - xla) <= 0.15 * xla, (planned / 2**20, xla / 2**20)
@@ -92,10 +99,56 @@ def test_auto_microbatches_fit_where_one_slice_does_not():
     memory.check_fits(auto, c, counted=True)  # no error
 
 
+def test_remat_gives_the_same_gradient_and_auto_turns_it_on_where_the_run_would_not_fit():
+    """Tic-tac-toe from scratch (re-read: no loss slices to cut): the same loss and adapter gradient with each
+    layer rematerialised (model.remat, to float rounding); with a device budget between the two plans the run is
+    refused in one line that names model.remat, "auto" turns it on, and XLA's analysis of that compiled update
+    fits the budget where the one without remat does not."""
+    c = _small_model(load_config_file(os.path.join(ROOT, "configs", "tic_tac_toe.py:scratch")), num_envs=8)
+    kept, compiled_kept = _compiled_update(c)
+    cr = copy.deepcopy(c)
+    cr.model.remat = True
+    remat, compiled_remat = _compiled_update(cr)
+
+    def loss_and_grad(trainer):
+        plan, policy = trainer.plan, trainer.policy
+        path = rollout_path(plan)
+        state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+        turns, seats, final = trainer.rollout(jax.random.PRNGKey(1), trainer.base, state.trainable, state.pool,
+                                              jnp.arange(plan.num_envs))
+        train = lm_seats.loss_seats(plan, turns, seats.learns)
+        seqs = path.episode_seqs(plan, final, train, seats.learns)
+
+        def scored(trainable):
+            return path.score(plan, policy, trainer.base, trainable, train, seqs)[0].sum()
+
+        return jax.jit(jax.value_and_grad(scored))(state.trainable)
+
+    (v0, g0), (v1, g1) = loss_and_grad(kept), loss_and_grad(remat)
+    np.testing.assert_allclose(v1, v0, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g0)):  # another summation order: rounding apart
+        assert np.linalg.norm(a - b) <= 1e-5 * np.linalg.norm(b)
+    plan_kept, plan_remat = (memory.trainer_memory(t)[memory.PEAK] for t in (kept, remat))
+    budget = (plan_kept + plan_remat) / 2
+    assert _xla_bytes(compiled_remat) < budget < _xla_bytes(compiled_kept)
+    c.mesh.device_memory_gib = budget / 2**30
+    with pytest.raises(ConfigError) as err:
+        memory.check_fits(kept, c, counted=True)
+    assert "model.remat=True" in str(err.value) and "\n" not in str(err.value)
+    c.model.remat = "auto"
+    auto, compiled_auto = _compiled_update(c)
+    assert auto.policy.cfg.remat and auto.plan.num_microbatches == 1
+    assert _xla_bytes(compiled_auto) < budget
+    memory.check_fits(auto, c, counted=True)  # no error
+    c.mesh.device_memory_gib = 2 * plan_kept / 2**30  # room enough: "auto" keeps the activations
+    assert not _compiled_update(c)[0].policy.cfg.remat
+
+
 def test_device_memory_gib_and_auto_are_checked():
     c = load_config_file(os.path.join(ROOT, "configs", "tic_tac_toe.py"))
     for key, value, what in [("num_microbatches", "some", "positive integer"), ("num_microbatches", 0, "positive"),
-                             ("mesh.device_memory_gib", -1.0, ">= 0")]:
+                             ("mesh.device_memory_gib", -1.0, ">= 0"),
+                             ("model.remat", "sometimes", "True, False or 'auto'")]:
         bad = copy.deepcopy(c)
         group, _, name = key.rpartition(".")
         (bad[group] if group else bad)[name] = value

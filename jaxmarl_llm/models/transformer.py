@@ -239,22 +239,29 @@ def forward(
         def layer_nocache(x, xs, at=None):
             return block(x, *xs, lambda k, v: (k, v, None), at)[0], None
 
-        if full is not None:  # a backward pass re-gathers each layer's weights instead of keeping all N whole
-            layer_nocache = jax.checkpoint(layer_nocache, policy=fsdp.REMAT_POLICY, prevent_cse=False)
+        # a backward pass re-gathers each layer's weights instead of keeping all N whole (fsdp), or recomputes
+        # each layer's intermediates from its input instead of keeping them (cfg.remat)
         layers = (params["layers"], lora_layers)
+        remat = full is not None or cfg.remat
         # read_at: the last layer runs its queries, output projection and MLP at those positions only (what
         # is read: 1 of 23 positions per row in the spread loss); the layers below feed its keys and values
         scanned = cfg.num_layers - (read_at is not None)
-        if scanned <= UNROLLED_LAYERS:
-            # a Python loop: autodiff keeps each layer's activations as they are, where a scan writes them
-            # into buffers stacked over layers (8% of the 2-layer spread update, bench/lm_config_step.py)
-            for i in range(scanned):
-                x, _ = layer_nocache(x, jax.tree.map(lambda a, i=i: a[i], layers))
+        if remat:  # outside a scan XLA would merge the recomputation with the forward (CSE) unless prevented
+            looped = jax.checkpoint(layer_nocache, policy=fsdp.REMAT_POLICY, prevent_cse=True)
+            in_scan = jax.checkpoint(layer_nocache, policy=fsdp.REMAT_POLICY, prevent_cse=False)
         else:
-            x, _ = jax.lax.scan(layer_nocache, x, jax.tree.map(lambda a: a[:scanned], layers),
-                                unroll=cfg.scan_unroll)
+            looped = in_scan = layer_nocache
+        if scanned <= UNROLLED_LAYERS and not remat:
+            # a Python loop: autodiff keeps each layer's activations as they are, where a scan writes them
+            # into buffers stacked over layers (8% of the 2-layer spread update, bench/lm_config_step.py).
+            # Rematerialised layers stay in the scan: unrolled, XLA schedules every recomputation early and
+            # keeps them all (tests/test_memory.py)
+            for i in range(scanned):
+                x, _ = looped(x, jax.tree.map(lambda a, i=i: a[i], layers))
+        else:
+            x, _ = jax.lax.scan(in_scan, x, jax.tree.map(lambda a: a[:scanned], layers), unroll=cfg.scan_unroll)
         if read_at is not None:
-            x, _ = layer_nocache(x, jax.tree.map(lambda a: a[-1], layers), read_at)
+            x, _ = looped(x, jax.tree.map(lambda a: a[-1], layers), read_at)
         new_k = new_v = None
     else:
         # The whole cache rides in the scan carry; new keys/values are scattered into it at

@@ -318,10 +318,12 @@ def preset_config(mcfg, tokenizer) -> ModelConfig:
 
 
 def attention_settings(mcfg) -> dict:
-    """The model group's attention backend and block sizes (configs written before them: "xla", defaults)."""
+    """The model group's attention backend and block sizes, and its layer rematerialisation ("auto" starts
+    without: train/lm/memory.py fit_memory turns it on where the run would not fit)."""
     return {"attention_backend": str(mcfg.get("attention_backend", "xla")),
             "attention_block_q": int(mcfg.get("attention_block_q", 0)),
-            "attention_block_k": int(mcfg.get("attention_block_k", 0))}
+            "attention_block_k": int(mcfg.get("attention_block_k", 0)),
+            "remat": mcfg.get("remat", False) is True}
 
 
 def make_policy(cfg: ModelConfig, lora, sampling, tokenizer, max_new_tokens: int, actions: str = "free",

@@ -23,6 +23,7 @@ same base with adapters off: no weight copy. docs/forking.md walks this file for
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -142,9 +143,18 @@ def make_train(config, env=None) -> LMTrainer:
     setup = setup_lm(config, env)
     plan = make_plan(config, setup.env, setup.tokenizer.pad_id, setup.policy)
     trainer = assemble(config, setup, plan)
-    if config.num_microbatches == "auto":  # the fewest slices whose memory plan fits the device
-        trainer = memory.fit_microbatches(trainer, lambda p: assemble(config, setup, p), config)
+    if config.num_microbatches == "auto" or config.model.get("remat", False) == "auto":
+        # the cheapest of loss slices and layer rematerialisation whose memory plan fits the device
+        trainer = memory.fit_memory(trainer, lambda p, remat: assemble(config, with_remat(setup, remat), p), config)
     return trainer
+
+
+def with_remat(setup, remat: bool):
+    """`setup` whose model rematerialises its layers under a gradient (or not)."""
+    if setup.policy.cfg.remat == remat:
+        return setup
+    cfg = setup.cfg.replace(remat=remat)
+    return setup._replace(cfg=cfg, policy=dataclasses.replace(setup.policy, cfg=cfg))
 
 
 def assemble(config, setup, plan: Plan) -> LMTrainer:

@@ -10,8 +10,8 @@ is its table); the weights, adapters, Adam and KV-cache entries follow the array
 activation entries are formulas (below). `trainer_memory` replaces the largest of them, the activations the
 loss's forward keeps for its backward, with JAX's own list of them (`loss_residual_bytes`, traced on shapes):
 within 15% of XLA's analysis of the compiled update (tests/test_memory.py), a little high where XLA fuses some
-away. `fit_microbatches` (num_microbatches="auto") and `check_fits` (the start-up refusal) read it. Bytes, per
-device.
+away. `fit_memory` (num_microbatches / model.remat "auto") and `check_fits` (the start-up refusal) read it.
+Bytes, per device.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def lm_rl_memory(cfg: ModelConfig, *, num_devices: int, fsdp: int, num_envs: int
     num_envs episodes per update over num_devices (num_envs / num_devices each: data and fsdp split the batch);
     lm_seats: LM seats per episode (KV-cache rows); movers: the seats that act in a turn (1 in turn-based games;
     default all); context: a row's KV capacity (env capacity + max action tokens) and the loss forward's width;
-    loss_seats: learning seats per episode (rows of the loss);
+    loss_seats: learning seats per episode (rows of the loss); cfg.remat: each layer rematerialised (its input
+    kept for the backward, as with fsdp > 1);
     scored_tokens: action tokens a learning seat scores per episode (where the loss computes logits);
     rows_per_episode: loss rows a learning seat gives per episode (1 on the incremental path, one transcript; the
     game's turns on the re-read path, one prompt + reply per turn, each `context` wide);
@@ -69,6 +70,7 @@ def lm_rl_memory(cfg: ModelConfig, *, num_devices: int, fsdp: int, num_envs: int
     # transient: the whole weights a forward gathers (in the compute dtype), one layer at a time; the embedding
     # and the LM head are gathered on their own, and are bigger than a layer at large vocabularies
     sharded = fsdp > 1
+    remat = sharded or cfg.remat  # only each layer's input [tokens, D] stays for the backward
     out["one gathered layer (transient)"] = _bytes(full["layers"], cb) // n if sharded else 0
     out["gathered embedding or LM head (transient)"] = v * d * cb if sharded else 0
     # exact: float32 LoRA A [N, in, r] and B [N, r, out] per target and slot, a value head [D] + bias per slot
@@ -84,16 +86,20 @@ def lm_rl_memory(cfg: ModelConfig, *, num_devices: int, fsdp: int, num_envs: int
     out["KV cache: movers' rows (transient copy)"] = 2 * n * envs * (movers or lm_seats) * context * kv * cb
     # estimate, the loss of one microbatch (train/lm/scoring.py): `tokens` = rows x width. A layer's
     # intermediates are ~(4 D + 2 Q + 2 KV + 3 F) values a token (norms, q/k/v, attention out, the MLP's three;
-    # attention keeps only a logsumexp). Sharded (fsdp > 1) every layer is rematerialised (models/fsdp.py): only
-    # its input [tokens, D] stays for the backward; whole (fsdp = 1) autodiff keeps every layer's intermediates.
+    # attention keeps only a logsumexp). Sharded (fsdp > 1) or with cfg.remat every layer is rematerialised
+    # (models/fsdp.py): only its input [tokens, D] stays for the backward; else autodiff keeps every layer's
+    # intermediates.
     # One layer's intermediates and their gradients are live at a time; logits are float32 at the scored
     # positions only (x3: logits, log-softmax, its gradient)
     rows = envs * loss_seats * rows_per_episode // (num_minibatches * num_microbatches)
     tokens = rows * context
     per_token_layer = (4 * d + 2 * q + 2 * kv + 3 * f) * cb
-    out["loss: kept for the backward (all layers)"] = (n * tokens * (d * cb if sharded else per_token_layer)
+    out["loss: kept for the backward (all layers)"] = (n * tokens * (d * cb if remat else per_token_layer)
                                                        if loss_kept is None else loss_kept)
-    out["loss: one layer's intermediates + grads"] = 2 * tokens * per_token_layer
+    # with cfg.remat on one device, a layer's backward holds its recomputed intermediates beside their gradients
+    # and the gradients' own products (XLA:CPU keeps ~12 [tokens, F] buffers of the MLP alive there): 3 layers'
+    # worth, measured against XLA's analysis (tests/test_memory.py); the sharded program's figure is the formula's
+    out["loss: one layer's intermediates + grads"] = (3 if cfg.remat and not sharded else 2) * tokens * per_token_layer
     out["loss: logits at scored tokens (float32, x3)"] = 3 * rows * (scored_tokens // rows_per_episode) * v * 4
     persistent = (out["base weights (sharded over fsdp)"] + out["adapters + value heads (float32, replicated)"]
                   + out["Adam moments (2 x adapters + heads)"])
@@ -174,16 +180,22 @@ def _mesh(config) -> tuple[int, int]:
     return int(config.mesh.num_devices or jax.device_count()), int(config.mesh.get("fsdp", 1))
 
 
-def fit_microbatches(trainer, build: Callable, config):
-    """`num_microbatches="auto"`: the trainer (built by `build(plan)`) with the fewest microbatches whose memory
-    plan fits `device_memory_bytes`; the most it can split when none does (the start-up check then says so)."""
+def fit_memory(trainer, build: Callable, config):
+    """`num_microbatches="auto"` and / or `model.remat="auto"`: the cheapest trainer (built by `build(plan,
+    remat)`) whose memory plan fits `device_memory_bytes`; the most frugal one when none does (the start-up
+    check then says so). Cheapest first: as it is; remat alone (one more forward of the loss, the whole batch in
+    one slice); then more slices without remat (one more forward, smaller matrices); then slices and remat."""
     plan = trainer.plan
     num_devices, fsdp = _mesh(config)
     envs = plan.num_envs // num_devices // plan.num_minibatches  # a minibatch's episodes on a device
-    splits = [m for m in range(1, envs + 1) if envs % m == 0] if plan.incremental else [1]
+    auto_m = config.num_microbatches == "auto" and plan.incremental
+    splits = [m for m in range(1, envs + 1) if envs % m == 0] if auto_m else [plan.num_microbatches]
+    remat = config.model.get("remat", False)
+    remats = (False, True) if remat == "auto" and fsdp == 1 else (remat is True,)  # fsdp > 1 remats anyway
+    order = [(r, m) for m in splits[:1] for r in remats] + [(r, m) for r in remats for m in splits[1:]]
     budget = device_memory_bytes(config)
-    for m in splits:
-        trainer = build(dataclasses.replace(plan, num_microbatches=m))
+    for r, m in order:
+        trainer = build(dataclasses.replace(plan, num_microbatches=m), r)
         if trainer_memory(trainer, num_devices, fsdp)[PEAK] <= budget:
             break
     return trainer
@@ -205,11 +217,15 @@ def check_fits(trainer, config, counted: bool | None = None) -> dict[str, int]:
     fixed = (rows["base weights (sharded over fsdp)"] + rows["adapters + value heads (float32, replicated)"]
              + rows["Adam moments (2 x adapters + heads)"])
     plan = trainer.plan
+    remat_fix = fsdp == 1 and not trainer.policy.cfg.remat and config.model.get("remat", False) != "auto"
+    slice_fix = plan.incremental and config.num_microbatches != "auto"
     if fixed >= have:
         hint = (f"the weights and Adam alone take {fixed / GIB:.1f} GiB: shard the base over more devices "
                 f"(mesh.fsdp) or use a smaller model")
-    elif plan.incremental and config.num_microbatches != "auto":
-        hint = "num_microbatches='auto' picks the fewest loss slices that fit"
+    elif remat_fix or slice_fix:
+        hint = "; ".join(fix for fix in (
+            "model.remat=True keeps each layer's input only ('auto': only where needed)" if remat_fix else "",
+            "num_microbatches='auto' picks the fewest loss slices that fit" if slice_fix else "") if fix)
     else:
         share = (have - fixed) / max(need - fixed, 1)
         per_device = plan.num_envs // num_devices
