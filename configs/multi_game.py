@@ -18,12 +18,26 @@ and `return_<game>` (its mean return; per seat `return_<game>_agent<i>`).
 
 Options: `--config.env_kwargs.weights='(2, 1, 1)'` (tic-tac-toe in half the episodes); another set of games in
 `env_kwargs.games` with `num_turns` the longest game's moves.
+
+Variants `:tic_tac_toe`, `:kuhn_poker`, `:negotiation`: the same recipe on that game alone (a mixture of one, the
+same observations and evaluation), the single-game side of "does training on several games help each?":
+
+    .venv/bin/python experiments/train.py --config=configs/multi_game.py:kuhn_poker
 """
 
 from jaxmarl_llm.train.config import lm_rl_defaults
 
 
-def get_config():
+GAMES = ("tic_tac_toe", "kuhn_poker", "negotiation")
+MOVES = {"tic_tac_toe": 9, "kuhn_poker": 3, "negotiation": 6}  # a game's most moves: num_turns
+OPPONENTS = {"tic_tac_toe": ("random", "minimax"), "kuhn_poker": ("random", "equilibrium"),
+             "negotiation": ("random",)}  # the built-in players each game has
+
+
+def get_config(variant: str = ""):
+    if variant not in ("",) + GAMES:
+        raise ValueError(f"configs/multi_game.py:{variant}: the variants are {', '.join(GAMES)} (one game alone) "
+                         "or none (all three)")
     c = lm_rl_defaults()
     c.env_name = "text/mixture"
     c.tokenizer = "word"  # built from every game's texts
@@ -49,4 +63,11 @@ def get_config():
     c.in_graph_eval.update(every=25, episodes=200, opponents=("random", "minimax", "equilibrium"))
     c.run.out_dir = "runs/multi_game"
     c.run.updates_per_chunk = 10
+    if variant:  # one game alone, its own observations and evaluation, everything else as above
+        kw = c.env_kwargs
+        kw.games, kw.weights = (f"text/{variant}",), (1.0,)
+        kw.game_kwargs = {k: v for k, v in kw.game_kwargs.items() if k == variant}
+        c.num_turns = MOVES[variant]
+        c.in_graph_eval.opponents = OPPONENTS[variant]
+        c.run.out_dir = f"runs/multi_game_{variant}"
     return c

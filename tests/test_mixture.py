@@ -235,6 +235,30 @@ def test_each_game_is_evaluated_alone_against_the_opponents_it_has(env, monkeypa
         "kuhn_poker/equilibrium_win": 0.5, "kuhn_poker/exploitability": 0.25, "negotiation/random_win": 0.5}
 
 
+@pytest.mark.parametrize("game,turns,opponents", [
+    ("tic_tac_toe", 9, ("random", "minimax")), ("kuhn_poker", 3, ("random", "equilibrium")),
+    ("negotiation", 6, ("random",))])
+def test_single_game_variants_are_the_same_recipe_on_one_game(game, turns, opponents):
+    """configs/multi_game.py:<game>: the single-game side of the comparison. Only the games, their turns, the
+    evaluation opponents and the run folder differ from the three-game config; the game sees the same
+    observations (its own keyword arguments kept)."""
+    from jaxmarl_llm.run import entry
+    from jaxmarl_llm.run.cli import load_config_file
+
+    both = load_config_file(os.path.join(ROOT, "configs", "multi_game.py"))
+    one = load_config_file(os.path.join(ROOT, "configs", f"multi_game.py:{game}"))
+    differ = {k for k in set(both.keys()) | set(one.keys()) if both.get(k) != one.get(k)}
+    assert differ - {"num_turns"} == {"env_kwargs", "in_graph_eval", "run"}  # tic-tac-toe's 9 turns are the mix's
+    assert one.num_turns == turns and tuple(one.in_graph_eval.opponents) == opponents
+    assert one.in_graph_eval.every == both.in_graph_eval.every and one.run.out_dir.endswith(game)
+    assert dict(one.env_kwargs.game_kwargs) == {k: v for k, v in both.env_kwargs.game_kwargs.items() if k == game}
+    one.mesh.num_devices = 1
+    trainer, *_ = entry.build(one)
+    assert trainer.env.game_names == (game,)
+    with pytest.raises(ValueError, match="the variants are tic_tac_toe, kuhn_poker, negotiation"):
+        load_config_file(os.path.join(ROOT, "configs", "multi_game.py:chess"))
+
+
 def test_the_config_builds_with_every_games_opponents():
     """configs/multi_game.py at full size (nothing compiles): the mixture of the three games, one shared adapter, the
     longest game's turns; an evaluation opponent that no game of the mixture has is refused at start-up."""
