@@ -23,7 +23,6 @@ same base with adapters off: no weight copy. docs/forking.md walks this file for
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -50,7 +49,7 @@ from jaxmarl_llm.train.lm.paths import RolloutPath, rollout_path
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan
 from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
 from jaxmarl_llm.train.lm.scoring import token_values
-from jaxmarl_llm.train.lm.setup import setup_lm
+from jaxmarl_llm.train.lm.setup import setup_lm, with_remat
 from jaxmarl_llm.train.lm.throughput import update_work
 from jaxmarl_llm.train.lm.weights import float32_master
 from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
@@ -147,14 +146,6 @@ def make_train(config, env=None) -> LMTrainer:
         # the cheapest of loss slices and layer rematerialisation whose memory plan fits the device
         trainer = memory.fit_memory(trainer, lambda p, remat: assemble(config, with_remat(setup, remat), p), config)
     return trainer
-
-
-def with_remat(setup, remat: bool):
-    """`setup` whose model rematerialises its layers under a gradient (or not)."""
-    if setup.policy.cfg.remat == remat:
-        return setup
-    cfg = setup.cfg.replace(remat=remat)
-    return setup._replace(cfg=cfg, policy=dataclasses.replace(setup.policy, cfg=cfg))
 
 
 def assemble(config, setup, plan: Plan) -> LMTrainer:

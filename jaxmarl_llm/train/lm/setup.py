@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import os
 from typing import Any, NamedTuple
@@ -111,3 +112,11 @@ def _roomy(env_kwargs) -> dict:
             value = max(int(value), least[key])
         out[key] = value
     return out
+
+
+def with_remat(setup: LMSetup, remat: bool) -> LMSetup:
+    """`setup` whose model rematerialises its layers under a gradient (or not): model.remat="auto"."""
+    if setup.policy.cfg.remat == remat:
+        return setup
+    cfg = setup.cfg.replace(remat=remat)
+    return setup._replace(cfg=cfg, policy=dataclasses.replace(setup.policy, cfg=cfg))
