@@ -62,6 +62,40 @@ def test_built_in_players_earn_their_exact_values(env):
         assert abs(tot[:, 0].mean() - exact) < 4 * sem, (kinds, tot[:, 0].mean(), exact)
 
 
+def test_best_response_player_wins_its_exact_value(env):
+    """'best_response' plays the exact best response to its target (uniform play by default): in each seat,
+    against the random player, its Monte Carlo return over 20000 hands equals the tree's best-response value
+    (the two average to uniform play's exploitability: 0.4583 in Kuhn, 2.3736 in Leduc)."""
+    exact = np.asarray(ex.exploitability(env.tree, ex.uniform_policy(env.tree)).best_response_value)
+    assert abs(exact.mean() - {"kuhn": 0.4583, "leduc": 2.3736}[env.game]) < 1e-4
+    for s, kinds in ((0, ("best_response", "random")), (1, ("random", "best_response"))):
+        tot, _, _ = _play(env, kinds, 20000, seed=2)
+        sem = tot[:, s].std() / np.sqrt(len(tot))
+        assert abs(tot[:, s].mean() - exact[s]) < 4 * sem, (kinds, tot[:, s].mean(), exact[s])
+
+
+def test_best_response_to_a_policy_file(tmp_path):
+    """best_response_to=<JSON file of {information-set key: probabilities}>: the best response to that policy.
+    Against Kuhn's equilibrium (written to the file by key, played by the 'equilibrium' player) it wins the
+    tree's value of that pairing and no more (about -1/18 for the first seat); a file that cannot be read is one
+    line naming the setting."""
+    import json
+
+    tree = KuhnPoker().tree
+    eq = np.asarray(equilibrium("kuhn"))
+    path = tmp_path / "target.json"
+    path.write_text(json.dumps({key: eq[i, :2].tolist() for i, key in enumerate(tree.keys)}))
+    env = KuhnPoker(best_response_to=str(path))
+    np.testing.assert_allclose(env.best_response_to, ex.tabular_policy(tree, json.loads(path.read_text())))
+    exact = float(ex.exploitability(tree, eq).best_response_value[0])
+    assert abs(exact + 1 / 18) < 2e-3
+    tot, _, _ = _play(env, ("best_response", "equilibrium"), 20000, seed=3)
+    sem = tot[:, 0].std() / np.sqrt(len(tot))
+    assert abs(tot[:, 0].mean() - exact) < 4 * sem, (tot[:, 0].mean(), exact)
+    with pytest.raises(ValueError, match=r"^best_response_to='/no/such.json': 'uniform' or a JSON file"):
+        KuhnPoker(best_response_to="/no/such.json")
+
+
 def test_equilibrium_player_is_unexploitable(env):
     assert float(ex.exploitability(env.tree, equilibrium(env.game)).exploitability) < 1e-3
 
@@ -230,7 +264,7 @@ def test_a_game_offers_only_its_own_built_in_players():
     from jaxmarl_llm.train.config import ConfigError
 
     with pytest.raises(ConfigError, match="in_graph_eval.opponents: 'minimax'; KuhnPoker's built-in players are "
-                                          "random, equilibrium"):
+                                          "random, equilibrium, best_response"):
         _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("minimax",), "seed": 0})
 
 

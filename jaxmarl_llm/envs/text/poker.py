@@ -26,6 +26,7 @@ rewards, and reads fewer tokens every move (word tokenizer, mean over views: Kuh
 from __future__ import annotations
 
 import functools
+import json
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +38,7 @@ from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.envs.text.codec import encode_many
 from jaxmarl_llm.gametheory import cfr
+from jaxmarl_llm.gametheory.exploitability import exploitability, tabular_policy, uniform_policy
 from jaxmarl_llm.gametheory.kuhn import KuhnRules
 from jaxmarl_llm.gametheory.leduc import LeducRules, parse
 from jaxmarl_llm.gametheory.tree import CHANCE, TERMINAL, GameTree, build_tree
@@ -55,6 +57,20 @@ def leduc_tree() -> GameTree:
 
 
 @functools.lru_cache(maxsize=None)
+def _target_policy(tree: GameTree, spec: str) -> np.ndarray:
+    """`best_response_to`: "uniform", or a JSON file of {information-set key: action probabilities} (the key
+    format of gametheory/exploitability.py `tabular_policy`; sets it leaves out play uniformly)."""
+    if spec == "uniform":
+        return uniform_policy(tree)
+    try:
+        with open(spec) as f:
+            table = json.load(f)
+        return tabular_policy(tree, table)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"best_response_to={spec!r}: 'uniform' or a JSON file of {{information-set key: action "
+                         f"probabilities}} ({type(err).__name__}: {err})") from None
+
+
 def equilibrium(game: str) -> np.ndarray:
     """[I, A]: an equilibrium of the game (Kuhn: alpha = 1/3; Leduc: CFR+, 2000 iterations)."""
     if game == "kuhn":
@@ -151,9 +167,10 @@ class _Poker(TextEnv):
     game = ""
 
     def __init__(self, tree: GameTree, text: _PokerText, tokenizer=None, capacity: int | None = None,
-                 max_action_tokens: int = 16):
+                 max_action_tokens: int = 16, best_response_to: str = "uniform"):
         super().__init__(tokenizer, ("player_1", "player_2"), capacity or 1, max_action_tokens)
         self.tree = tree
+        self.best_response_to = _target_policy(tree, best_response_to)  # [I, A]: what 'best_response' exploits
         n = tree.sink
         # every (node, seat) view, encoded once; rows repeat across nodes a seat cannot tell apart
         texts, row_of = [], {}
@@ -268,17 +285,24 @@ class _Poker(TextEnv):
         move = jax.random.categorical(key, jnp.log(jnp.maximum(probs, 1e-30)) + jnp.where(probs > 0, 0.0, -1e30))
         return self.move_action(state, move)
 
-    builtin_players = ("random", "equilibrium")  # the kinds `opponent_action` plays
+    builtin_players = ("random", "equilibrium", "best_response")  # the kinds `opponent_action` plays
 
     def opponent_action(self, key, state, kind: str = "random") -> TextAction:
-        """A built-in player for the seat to move: 'random' (uniform legal) or 'equilibrium' (a Nash policy)."""
+        """A built-in player for the seat to move: 'random' (uniform legal), 'equilibrium' (a Nash policy) or
+        'best_response' (the exact best response to the env's `best_response_to` policy: what a player who knows
+        that policy wins against it, the yardstick of how exploitable it is)."""
         if kind == "random":
             return self.policy_action(key, state, jnp.asarray(self.tree.infoset_legal, jnp.float32))
         if kind == "equilibrium":
             with jax.ensure_compile_time_eval():  # solved once, on first use (Leduc: CFR+, a few seconds)
                 policy = jnp.asarray(equilibrium(self.game))
             return self.policy_action(key, state, policy)
-        raise ValueError(f"opponent kind must be 'random' or 'equilibrium', got {kind!r}")
+        if kind == "best_response":
+            with jax.ensure_compile_time_eval():  # the best action at each information set, computed once
+                best = exploitability(self.tree, self.best_response_to).best_response  # [I]
+                policy = jax.nn.one_hot(best, self.tree.infoset_legal.shape[1], dtype=jnp.float32)
+            return self.policy_action(key, state, policy)
+        raise ValueError(f"opponent kind must be one of {', '.join(self.builtin_players)}, got {kind!r}")
 
     def random_action(self, key, state) -> TextAction:
         return self.opponent_action(key, state, "random")
@@ -297,14 +321,16 @@ class _Poker(TextEnv):
 class KuhnPoker(_Poker):
     game = "kuhn"
 
-    def __init__(self, tokenizer=None, capacity: int | None = None, max_action_tokens: int = 16, rules: bool = True):
+    def __init__(self, tokenizer=None, capacity: int | None = None, max_action_tokens: int = 16, rules: bool = True,
+                 best_response_to: str = "uniform"):
         tree = kuhn_tree()
-        super().__init__(tree, _KuhnText(tree, rules), tokenizer, capacity, max_action_tokens)
+        super().__init__(tree, _KuhnText(tree, rules), tokenizer, capacity, max_action_tokens, best_response_to)
 
 
 class LeducPoker(_Poker):
     game = "leduc"
 
-    def __init__(self, tokenizer=None, capacity: int | None = None, max_action_tokens: int = 16, rules: bool = True):
+    def __init__(self, tokenizer=None, capacity: int | None = None, max_action_tokens: int = 16, rules: bool = True,
+                 best_response_to: str = "uniform"):
         tree = leduc_tree()
-        super().__init__(tree, _LeducText(tree, rules), tokenizer, capacity, max_action_tokens)
+        super().__init__(tree, _LeducText(tree, rules), tokenizer, capacity, max_action_tokens, best_response_to)
