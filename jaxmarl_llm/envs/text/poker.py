@@ -56,7 +56,6 @@ def leduc_tree() -> GameTree:
     return build_tree(LeducRules())
 
 
-@functools.lru_cache(maxsize=None)
 def _target_policy(tree: GameTree, spec: str) -> np.ndarray:
     """`best_response_to`: "uniform", or a JSON file of {information-set key: action probabilities} (the key
     format of gametheory/exploitability.py `tabular_policy`; sets it leaves out play uniformly)."""
@@ -71,6 +70,7 @@ def _target_policy(tree: GameTree, spec: str) -> np.ndarray:
                          f"probabilities}} ({type(err).__name__}: {err})") from None
 
 
+@functools.lru_cache(maxsize=None)
 def equilibrium(game: str) -> np.ndarray:
     """[I, A]: an equilibrium of the game (Kuhn: alpha = 1/3; Leduc: CFR+, 2000 iterations)."""
     if game == "kuhn":
