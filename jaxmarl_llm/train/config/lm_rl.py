@@ -197,7 +197,8 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
                                  "total_episodes"))
     if config.num_microbatches != "auto":
         check_positive_ints(config, ("num_microbatches",))
-    _require(config.model.get("remat", False) in (True, False, "auto"), "model.remat",
+    remat = config.model.get("remat", False)
+    _require(isinstance(remat, bool) or remat == "auto", "model.remat",
              f"must be True, False or 'auto', got {config.model.get('remat')!r}")
     _require(isinstance(config.mesh.device_memory_gib, (int, float)) and config.mesh.device_memory_gib >= 0,
              "mesh.device_memory_gib", f"must be >= 0 (0: detect), got {config.mesh.device_memory_gib!r}")
