@@ -9,8 +9,8 @@ seats' exact best responses: `eval/exploitability` (uniform play: 2.374; an equi
 
 Magnetic mirror descent (`algo="mmd"`): PPO with a reverse-KL pull (kl_coef) toward a magnet adapter that
 follows the learner (magnet_rate) and an entropy bonus falling from 0.2 to 0.02; the average of the iterates
-evaluated from update 400 on (`eval/average_exploitability`) is the policy this recipe is judged by; `--config.algo=ppo --config.kl_coef=0` is plain
-self-play PPO. The observations leave out the rules line (`env_kwargs.rules=False`): every hand re-reads
+evaluated from update 400 on (`eval/average_exploitability`) is the policy this recipe is judged by;
+`--config.algo=ppo --config.kl_coef=0` is plain self-play PPO. The observations leave out the rules line (`env_kwargs.rules=False`): every hand re-reads
 its observation at every move, so its length is most of an update's cost.
 """
 

@@ -24,7 +24,7 @@ from jaxmarl_llm.tokenizers import CharTokenizer
 
 # the built-in players a game may offer through `opponent_action(key, state, kind)`: scripted seats, league
 # opponents and evaluation matches choose among these
-BUILTIN_PLAYERS = ("random", "minimax", "equilibrium")  # minimax: tic-tac-toe; equilibrium: the poker games
+BUILTIN_PLAYERS = ("random", "minimax", "equilibrium", "best_response")  # minimax: tic-tac-toe; the others: poker
 
 # rates over moves that games report as a pair of 0/1 info counts, {rate: (hits, tries)}: each game declares its
 # own (`declare_info_ratios` at import); the rollout metrics and the evaluators count them for the seat that moved,
