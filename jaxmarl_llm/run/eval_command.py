@@ -54,7 +54,8 @@ from jaxmarl_llm.train.config import validate_lm_rl
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file (an lm_rl config).", lock_config=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "", "Run directory whose latest checkpoint is the player ('' = base model).")
 _SLOT = flags.DEFINE_integer("slot", 0, "Adapter slot of the checkpoint that plays.")
-_OPPONENT = flags.DEFINE_string("opponent", "random", "random | minimax | base | self | a run directory.")
+_OPPONENT = flags.DEFINE_string("opponent", "random", "random | minimax | equilibrium | best_response (the game's "
+                                "built-in players) | base | self | a run directory.")
 _EPISODES = flags.DEFINE_integer("episodes", 100, "Episodes (split evenly over the seats of a two-seat game).")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "0 = greedy decoding; > 0 samples.")
 _TRANSCRIPTS = flags.DEFINE_integer("transcripts", 2, "Rendered games to print per seat.")
