@@ -115,7 +115,7 @@ def main():
     parser.add_argument("--num_envs", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rollout_only", action="store_true", help="time the rollout alone (decode at large batch)")
-    parser.add_argument("--remat", default="auto", choices=("auto", "True", "False"),
+    parser.add_argument("--remat", default="auto", choices=("auto", "on", "off"),
                         help="model.remat: rematerialise the layers in the loss ('auto': where the update would "
                              "not fit the device without)")
     args = parser.parse_args()
@@ -126,7 +126,7 @@ def main():
         config.mesh.num_devices, config.num_envs = 1, args.num_envs
         config.group_size = min(config.get("group_size", 1), args.num_envs)
         config.in_graph_eval.every = 0
-        config.model.remat = {"auto": "auto", "True": True, "False": False}[args.remat]
+        config.model.remat = args.remat
         if shape != "tiny":
             config.model.update(preset=shape, dtype=args.dtype, max_position_embeddings=2048)
         r = measure(config, args.repeats, args.rollout_only)

@@ -58,7 +58,7 @@ def _xla_bytes(compiled) -> int:
     return m.argument_size_in_bytes + m.temp_size_in_bytes
 
 
-@pytest.mark.parametrize("remat", [False, True])
+@pytest.mark.parametrize("remat", ["off", "on"])
 @pytest.mark.parametrize("spec,kw", [
     ("tic_tac_toe.py", {"num_envs": 8, "group_size": 8}),  # incremental: KV cache, whole episodes in the loss
     ("tic_tac_toe.py:scratch", {"num_envs": 8}),  # re-read: every turn's prompt, turns one at a time
@@ -70,7 +70,7 @@ def test_memory_plan_within_15_percent_of_xlas_analysis(spec, kw, remat):
     c = _small_model(load_config_file(os.path.join(ROOT, "configs", spec)), **kw)
     c.model.remat = remat
     trainer, compiled = _compiled_update(c)
-    assert trainer.policy.cfg.remat == remat
+    assert trainer.policy.cfg.remat == (remat == "on")
     planned = memory.trainer_memory(trainer)[memory.PEAK]
     xla = _xla_bytes(compiled)
     assert abs(planned - xla) <= 0.15 * xla, (planned / 2**20, xla / 2**20)
@@ -107,7 +107,7 @@ def test_remat_gives_the_same_gradient_and_auto_turns_it_on_where_the_run_would_
     c = _small_model(load_config_file(os.path.join(ROOT, "configs", "tic_tac_toe.py:scratch")), num_envs=8)
     kept, compiled_kept = _compiled_update(c)
     cr = copy.deepcopy(c)
-    cr.model.remat = True
+    cr.model.remat = "on"
     remat, compiled_remat = _compiled_update(cr)
 
     def loss_and_grad(trainer):
@@ -134,7 +134,7 @@ def test_remat_gives_the_same_gradient_and_auto_turns_it_on_where_the_run_would_
     c.mesh.device_memory_gib = budget / 2**30
     with pytest.raises(ConfigError) as err:
         memory.check_fits(kept, c, counted=True)
-    assert "model.remat=True" in str(err.value) and "\n" not in str(err.value)
+    assert "model.remat=on" in str(err.value) and "\n" not in str(err.value)
     c.model.remat = "auto"
     auto, compiled_auto = _compiled_update(c)
     assert auto.policy.cfg.remat and auto.plan.num_microbatches == 1
@@ -148,7 +148,7 @@ def test_device_memory_gib_and_auto_are_checked():
     c = load_config_file(os.path.join(ROOT, "configs", "tic_tac_toe.py"))
     for key, value, what in [("num_microbatches", "some", "positive integer"), ("num_microbatches", 0, "positive"),
                              ("mesh.device_memory_gib", -1.0, ">= 0"),
-                             ("model.remat", "sometimes", "True, False or 'auto'")]:
+                             ("model.remat", "True", "'off', 'on' or 'auto'")]:
         bad = copy.deepcopy(c)
         group, _, name = key.rpartition(".")
         (bad[group] if group else bad)[name] = value

@@ -323,7 +323,7 @@ def attention_settings(mcfg) -> dict:
     return {"attention_backend": str(mcfg.get("attention_backend", "xla")),
             "attention_block_q": int(mcfg.get("attention_block_q", 0)),
             "attention_block_k": int(mcfg.get("attention_block_k", 0)),
-            "remat": mcfg.get("remat", False) is True}
+            "remat": mcfg.get("remat", "off") == "on"}
 
 
 def make_policy(cfg: ModelConfig, lora, sampling, tokenizer, max_new_tokens: int, actions: str = "free",

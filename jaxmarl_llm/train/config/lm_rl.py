@@ -64,9 +64,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
             "attention_backend": "xla",
             "attention_block_q": 0,
             "attention_block_k": 0,
-            # rematerialise each layer in the loss's backward (one more forward, ~19x less kept activation at
-            # Qwen3 sizes); "auto": only where the run's memory plan would not fit the device without it
-            "remat": ml_collections.FieldReference(False, field_type=object),
+            # "on": rematerialise each layer in the loss's backward (one more forward, ~19x less kept activation
+            # at Qwen3 sizes); "auto": only where the run's memory plan would not fit the device without it
+            "remat": "off",
         }
     )
     # lr_ratio: LoRA+ (Hayou et al. 2024), the B matrices' lr over A's (1 = plain LoRA; the paper uses ~16)
@@ -197,9 +197,8 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
                                  "total_episodes"))
     if config.num_microbatches != "auto":
         check_positive_ints(config, ("num_microbatches",))
-    remat = config.model.get("remat", False)
-    _require(isinstance(remat, bool) or remat == "auto", "model.remat",
-             f"must be True, False or 'auto', got {config.model.get('remat')!r}")
+    _require(config.model.get("remat", "off") in ("off", "on", "auto"), "model.remat",
+             f"must be 'off', 'on' or 'auto', got {config.model.get('remat')!r}")
     _require(isinstance(config.mesh.device_memory_gib, (int, float)) and config.mesh.device_memory_gib >= 0,
              "mesh.device_memory_gib", f"must be >= 0 (0: detect), got {config.mesh.device_memory_gib!r}")
     check_positive_ints(config.rollout, ("chunk", "min_score_width"), prefix="rollout.")

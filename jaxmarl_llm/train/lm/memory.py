@@ -190,8 +190,8 @@ def fit_memory(trainer, build: Callable, config):
     envs = plan.num_envs // num_devices // plan.num_minibatches  # a minibatch's episodes on a device
     auto_m = config.num_microbatches == "auto" and plan.incremental
     splits = [m for m in range(1, envs + 1) if envs % m == 0] if auto_m else [plan.num_microbatches]
-    remat = config.model.get("remat", False)
-    remats = (False, True) if remat == "auto" and fsdp == 1 else (remat is True,)  # fsdp > 1 remats anyway
+    remat = config.model.get("remat", "off")
+    remats = (False, True) if remat == "auto" and fsdp == 1 else (remat == "on",)  # fsdp > 1 remats anyway
     order = [(r, m) for m in splits[:1] for r in remats] + [(r, m) for r in remats for m in splits[1:]]
     budget = device_memory_bytes(config)
     for r, m in order:
@@ -217,14 +217,14 @@ def check_fits(trainer, config, counted: bool | None = None) -> dict[str, int]:
     fixed = (rows["base weights (sharded over fsdp)"] + rows["adapters + value heads (float32, replicated)"]
              + rows["Adam moments (2 x adapters + heads)"])
     plan = trainer.plan
-    remat_fix = fsdp == 1 and not trainer.policy.cfg.remat and config.model.get("remat", False) != "auto"
+    remat_fix = fsdp == 1 and not trainer.policy.cfg.remat and config.model.get("remat", "off") != "auto"
     slice_fix = plan.incremental and config.num_microbatches != "auto"
     if fixed >= have:
         hint = (f"the weights and Adam alone take {fixed / GIB:.1f} GiB: shard the base over more devices "
                 f"(mesh.fsdp) or use a smaller model")
     elif remat_fix or slice_fix:
         hint = "; ".join(fix for fix in (
-            "model.remat=True keeps each layer's input only ('auto': only where needed)" if remat_fix else "",
+            "model.remat=on keeps each layer's input only ('auto': only where needed)" if remat_fix else "",
             "num_microbatches='auto' picks the fewest loss slices that fit" if slice_fix else "") if fix)
     else:
         share = (have - fixed) / max(need - fixed, 1)
