@@ -76,6 +76,25 @@ def test_memory_plan_within_15_percent_of_xlas_analysis(spec, kw, remat):
     assert abs(planned - xla) <= 0.15 * xla, (planned / 2**20, xla / 2**20)
 
 
+def _refused_then_auto_fits(c, lean, full, hint, set_auto):
+    """With a device budget between the plans of `full` and `lean` ((trainer, compiled update) each; `full` built
+    from `c`): XLA's analysis of lean's update fits it and full's does not; full is refused at start-up in one
+    line naming `hint`; `c` after `set_auto(c)` compiles to an update that fits and passes the check.
+    Returns (that trainer, full's plan)."""
+    plan_full, plan_lean = (memory.trainer_memory(t)[memory.PEAK] for t, _ in (full, lean))
+    budget = (plan_full + plan_lean) / 2
+    assert _xla_bytes(lean[1]) < budget < _xla_bytes(full[1])
+    c.mesh.device_memory_gib = budget / 2**30
+    with pytest.raises(ConfigError) as err:
+        memory.check_fits(full[0], c, counted=True)
+    assert hint in str(err.value) and "\n" not in str(err.value)
+    set_auto(c)
+    auto, compiled_auto = _compiled_update(c)
+    assert _xla_bytes(compiled_auto) < budget
+    memory.check_fits(auto, c, counted=True)  # no error
+    return auto, plan_full
+
+
 def test_auto_microbatches_fit_where_one_slice_does_not():
     """With a device budget between the plans of 1 and 4 loss slices, num_microbatches="auto" picks a split that
     fits, XLA's analysis of its compiled update fits too (that of one slice does not), and the one-slice run is
@@ -85,18 +104,9 @@ def test_auto_microbatches_fit_where_one_slice_does_not():
     c4 = copy.deepcopy(c)
     c4.num_microbatches = 4
     four, compiled_four = _compiled_update(c4)
-    plan_one, plan_four = (memory.trainer_memory(t)[memory.PEAK] for t in (one, four))
-    budget = (plan_one + plan_four) / 2
-    assert _xla_bytes(compiled_four) < budget < _xla_bytes(compiled_one)
-    c.mesh.device_memory_gib = budget / 2**30
-    with pytest.raises(ConfigError) as err:
-        memory.check_fits(one, c, counted=True)
-    assert "num_microbatches='auto'" in str(err.value) and "\n" not in str(err.value)
-    c.num_microbatches = "auto"
-    auto, compiled_auto = _compiled_update(c)
+    auto, _ = _refused_then_auto_fits(c, (four, compiled_four), (one, compiled_one), "num_microbatches='auto'",
+                                      lambda c: c.update(num_microbatches="auto"))
     assert auto.plan.num_microbatches > 1
-    assert _xla_bytes(compiled_auto) < budget
-    memory.check_fits(auto, c, counted=True)  # no error
 
 
 def test_remat_gives_the_same_gradient_and_auto_turns_it_on_where_the_run_would_not_fit():
@@ -128,18 +138,9 @@ def test_remat_gives_the_same_gradient_and_auto_turns_it_on_where_the_run_would_
     np.testing.assert_allclose(v1, v0, rtol=1e-5)
     for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g0)):  # another summation order: rounding apart
         assert np.linalg.norm(a - b) <= 1e-5 * np.linalg.norm(b)
-    plan_kept, plan_remat = (memory.trainer_memory(t)[memory.PEAK] for t in (kept, remat))
-    budget = (plan_kept + plan_remat) / 2
-    assert _xla_bytes(compiled_remat) < budget < _xla_bytes(compiled_kept)
-    c.mesh.device_memory_gib = budget / 2**30
-    with pytest.raises(ConfigError) as err:
-        memory.check_fits(kept, c, counted=True)
-    assert "model.remat=on" in str(err.value) and "\n" not in str(err.value)
-    c.model.remat = "auto"
-    auto, compiled_auto = _compiled_update(c)
+    auto, plan_kept = _refused_then_auto_fits(c, (remat, compiled_remat), (kept, compiled_kept), "model.remat=on",
+                                              lambda c: c.model.update(remat="auto"))
     assert auto.policy.cfg.remat and auto.plan.num_microbatches == 1
-    assert _xla_bytes(compiled_auto) < budget
-    memory.check_fits(auto, c, counted=True)  # no error
     c.mesh.device_memory_gib = 2 * plan_kept / 2**30  # room enough: "auto" keeps the activations
     assert not _compiled_update(c)[0].policy.cfg.remat
 

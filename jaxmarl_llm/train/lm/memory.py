@@ -217,15 +217,16 @@ def check_fits(trainer, config, counted: bool | None = None) -> dict[str, int]:
     fixed = (rows["base weights (sharded over fsdp)"] + rows["adapters + value heads (float32, replicated)"]
              + rows["Adam moments (2 x adapters + heads)"])
     plan = trainer.plan
-    remat_fix = fsdp == 1 and not trainer.policy.cfg.remat and config.model.get("remat", "off") != "auto"
-    slice_fix = plan.incremental and config.num_microbatches != "auto"
+    fixes = []  # the settings that would cut the loss's activations, where the run has not set them
+    if fsdp == 1 and not trainer.policy.cfg.remat and config.model.get("remat", "off") != "auto":
+        fixes.append("model.remat=on keeps each layer's input only ('auto': only where needed)")
+    if plan.incremental and config.num_microbatches != "auto":
+        fixes.append("num_microbatches='auto' picks the fewest loss slices that fit")
     if fixed >= have:
         hint = (f"the weights and Adam alone take {fixed / GIB:.1f} GiB: shard the base over more devices "
                 f"(mesh.fsdp) or use a smaller model")
-    elif remat_fix or slice_fix:
-        hint = "; ".join(fix for fix in (
-            "model.remat=on keeps each layer's input only ('auto': only where needed)" if remat_fix else "",
-            "num_microbatches='auto' picks the fewest loss slices that fit" if slice_fix else "") if fix)
+    elif fixes:
+        hint = "; ".join(fixes)
     else:
         share = (have - fixed) / max(need - fixed, 1)
         per_device = plan.num_envs // num_devices
