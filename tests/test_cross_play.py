@@ -205,3 +205,120 @@ def test_the_printed_table_names_every_player_in_full():
     assert header.split() == ["rating", "ckpt@1250", "ckpt@1000", "random"]
     assert rows[0].split()[0] == "ckpt@1250" and rows[0].split()[2] == "+0.500"  # its score vs ckpt@1000 (self blank)
     assert len({len(r) for r in rows}) == 1
+
+
+def test_pool_by_age_puts_the_newest_snapshot_first():
+    """After each update the reordered pool's steps (as snapshot_steps dates them) never rise: index 0 is the
+    snapshot refresh_pool wrote last."""
+    from jaxmarl_llm.train.lm import seats
+
+    for size, every in ((3, 2), (4, 1), (1, 5)):
+        plan = types.SimpleNamespace(pool_size=size, refresh_every=every)
+        pool = jnp.zeros((size,), jnp.int32)
+        for step in range(1, 30):
+            pool = seats.refresh_pool(plan, pool, jnp.full((1,), step, jnp.int32), jnp.int32(step))
+            aged = [int(x) for x in seats.pool_by_age(plan, pool, jnp.int32(step))]
+            assert aged == sorted(cp.snapshot_steps(step, size, every), reverse=True), (size, every, step)
+
+
+def _league_players(state):
+    """The learner and three snapshots (all different adapters), stacked [4, ...], with their names."""
+    slot0 = jax.tree.map(lambda x: x[0], state.trainable["lora"])
+    loras = [_nudged(slot0, seed=s) for s in (11, 12, 13, 14)]
+    return ("learner", "snap1", "snap2", "snap3"), loras, jax.tree.map(lambda *x: jnp.stack(x), *loras)
+
+
+def test_the_in_graph_league_plays_the_games_cross_play_plays(tiny):
+    """`league` inside jit gives the table `cross_play` gives for the same players, names and seed, and
+    `league_metrics`' ratings equal `ratings` (float32 against float64)."""
+    _, trainer, state = tiny
+    lm_names, loras, stacked = _league_players(state)
+    names = (*lm_names, "random", "minimax")
+    policy = play.with_temperature(trainer.policy, 1.0)
+    players = {**{n: play.Player("lm", lora) for n, lora in zip(lm_names, loras)},
+               "random": play.Player("random"), "minimax": play.Player("minimax")}
+    host = cp.cross_play(trainer.env, policy, trainer.base, players, 9, 8, jax.random.PRNGKey(3), include_self=False)
+    table = cp.league(trainer.env, policy, 9, names, ("random", "minimax"), 8, seed=3)
+    score, points = jax.jit(table)(trainer.base, stacked)
+    np.testing.assert_allclose(np.asarray(score), host.score, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(points), host.points, atol=1e-6)
+    assert np.isnan(np.diag(np.asarray(score))).all()
+    metrics = jax.jit(lambda s, p: cp.league_metrics(names, s, p, 8))(score, points)
+    elo = cp.ratings(host)
+    for name in names:
+        assert float(metrics[f"rating/{name}"]) == pytest.approx(elo[name], abs=0.05), name
+    assert float(metrics["xplay/minimax/random"]) == pytest.approx(host.score[5, 4], abs=1e-6)
+    assert host.score[5, 4] > 0.5  # minimax beats random: the table is a real one
+
+
+def test_a_self_play_run_rates_its_pool_inside_the_update(tiny, tmp_path):
+    """With in_graph_eval.cross_play the update logs every player's rating and the score matrix at evaluations
+    (NaN between), equal to `league` played outside the update on the adapters the update evaluated; the runner
+    draws ratings_curve.png and cross_play.png."""
+    from jaxmarl_llm.parallel import mesh as mesh_lib
+    from jaxmarl_llm.run.cli import load_config_file
+    from jaxmarl_llm.run.runner import run_training
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.config import validate_lm_rl
+    from jaxmarl_llm.train.lm import seats
+
+    path, _, _ = tiny
+    config = load_config_file(path)
+    config.in_graph_eval.update(every=2, episodes=4, cross_play=4)
+    config.total_episodes = 4 * 3
+    config.run.update(out_dir=str(tmp_path / "run"), progress=False, updates_per_chunk=1, tensorboard=False)
+    validate_lm_rl(config)
+    trainer = lm_rl.make_train(config)
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    names = ("learner", "snap1", "snap2", "snap3", "random", "minimax")
+    update = jax.jit(trainer.update)
+    for step in (1, 2, 3):
+        state, metrics = update(state, trainer.hparams, trainer.base)
+        played = step != 3  # after update 1 and every 2
+        assert set(f"eval/rating/{n}" for n in names) <= set(metrics)
+        assert np.isfinite(float(metrics["eval/rating/learner"])) == played, step
+    # update 2 again, outside: its learner after the update and the pool as update 1 left it, newest first
+    state1 = update(trainer.init(jax.random.PRNGKey(0), trainer.hparams), trainer.hparams, trainer.base)[0]
+    state2, metrics2 = update(state1, trainer.hparams, trainer.base)
+    loras = jax.tree.map(lambda x, p: jnp.concatenate([x[:1], p]), state2.trainable["lora"],
+                         seats.pool_by_age(trainer.plan, state1.pool, jnp.int32(1)))
+    table = cp.league(trainer.env, play.with_temperature(trainer.policy, 1.0), 9, names, ("random", "minimax"), 4)
+    score, _ = jax.jit(table)(trainer.base, loras)
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if i != j:
+                assert float(metrics2[f"eval/xplay/{a}/{b}"]) == pytest.approx(float(score[i, j]), abs=1e-6), (a, b)
+    assert float(metrics2["eval/rating/random"]) == 1000.0
+
+    out = run_training(config, trainer, mesh_lib.sharded_chunk, config.num_envs, "episode_return")
+    assert {"ratings_curve.png", "cross_play.png"} <= set(os.listdir(out["out_dir"]))
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"cross_play": 3}, "must be an even number of games per pair"),
+    ({"cross_play": 4, "every": 0}, "set in_graph_eval.every > 0 and opponent_pool.size >= 1"),
+    ({"cross_play": 4, "cross_play_temperature": -1.0}, "must be >= 0"),
+])
+def test_cross_play_settings_are_checked(tiny, override, message):
+    from jaxmarl_llm.errors import ConfigError
+    from jaxmarl_llm.run.cli import load_config_file
+    from jaxmarl_llm.train.config import validate_lm_rl
+
+    config = load_config_file(tiny[0])
+    config.in_graph_eval.update({"every": 2, **override})
+    with pytest.raises(ConfigError, match=message):
+        validate_lm_rl(config)
+
+
+def test_cross_play_in_training_refuses_a_game_that_is_not_one_two_seat_game():
+    from jaxmarl_llm.errors import ConfigError
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.run.cli import load_config_file
+
+    c = load_config_file(os.path.join(ROOT, "configs", "multi_game.py"))  # three games in one env
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.num_envs, c.mesh.num_devices = 4, 1
+    c.opponent_pool.size = 2
+    c.in_graph_eval.update(every=2, cross_play=4)
+    with pytest.raises(ConfigError, match="is not one two-seat game"):
+        lm_rl.make_train(c)

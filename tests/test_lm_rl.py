@@ -238,6 +238,9 @@ def test_train_base_trains_the_model_and_keeps_the_initial_one_as_reference():
                                                               "minimax": 0.0}}):
         with pytest.raises(ConfigError, match=r"config\.train_base: frozen seats and snapshot pools"):
             validate_lm_rl(_config("grpo", share_policy=True, train_base=True, **bad))
+    # a league of built-in players only (shares summing to 1, as 0.7 + 0.3 does not in floats): no snapshot plays
+    validate_lm_rl(_config("grpo", share_policy=True, train_base=True, opponent_pool={
+        "size": 1, "refresh_every": 10, "random": 0.7, "minimax": 0.3}))
 
 
 def test_value_norm_learns_normalised_returns():

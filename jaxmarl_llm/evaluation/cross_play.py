@@ -18,6 +18,7 @@ every two players so that a player who wins or loses everything keeps a finite r
 from __future__ import annotations
 
 import csv
+import functools
 import zlib
 from typing import Callable, Mapping, NamedTuple
 
@@ -116,32 +117,121 @@ def cross_play(env, policy: LMPolicy, base, players: Mapping[str, play.Player], 
                      *((table[s] if outcomes else None) for s in ("win", "draw", "loss")))
 
 
-def bradley_terry(wins: np.ndarray, games: np.ndarray, iterations: int = 100, tol: float = 1e-10) -> np.ndarray:
-    """Natural-log strengths theta [P] (mean 0) maximising sum_ij wins_ij log sigmoid(theta_i - theta_j).
+def league(env, policy: LMPolicy, num_turns: int, names: tuple[str, ...], builtins: tuple[str, ...], episodes: int,
+           seed: int = 0) -> Callable[[object, object], tuple[jax.Array, jax.Array]]:
+    """fn(base, loras) -> (score [P, P], points [P, P]), jittable: `cross_play` inside a compiled program.
+
+    The players are `len(names) - len(builtins)` LMs (adapters stacked on a leading axis of `loras`, no slot axis),
+    then the built-in players `builtins`; `names` labels all of them, in that order, and keys each pair's games as
+    `cross_play` does (`pair_key(PRNGKey(seed), a, b)`), so the same players and names give the same table. Every
+    unordered pair plays `episodes // 2` games in each seat order; a player does not play itself (NaN diagonal).
+    One match is compiled per pair of seat kinds: the LM pairs run through one match by `lax.map`."""
+    if env.num_agents != 2:
+        raise ValueError(f"cross-play needs a two-seat game; {type(env).__name__} has {env.num_agents} seats")
+    n, q, per_order = len(names), len(names) - len(builtins), episodes // 2
+    kind = ("lm",) * q + tuple(builtins)
+    key = jax.random.PRNGKey(seed)
+    ordered = [(i, j) for i in range(n) for j in range(n) if i != j]  # (seat 0, seat 1)
+    by_kinds: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for i, j in ordered:
+        by_kinds.setdefault((kind[i], kind[j]), []).append((i, j))
+    matches = {kinds: play.make_match(env, policy, kinds, num_turns) for kinds in by_kinds}
+
+    def table(base, loras) -> tuple[jax.Array, jax.Array]:
+        stats = {}  # (i, j) -> (i's score, i's points, j's score, j's points) over i-first games
+        for kinds, pairs in by_kinds.items():
+            first, second = (np.array([p[s] for p in pairs]) for s in (0, 1))
+            keys = jnp.stack([pair_key(key, names[i], names[j]) for i, j in pairs])
+
+            def one(args, kinds=kinds):
+                k, a, b = args
+                lora = lambda i, kd: jax.tree.map(lambda x: x[i], loras) if kd == "lm" else None  # noqa: E731
+                ret = matches[kinds](k, base, (lora(a, kinds[0]), lora(b, kinds[1])), per_order)[1].ret  # [N, 2]
+                ahead = (ret[:, 0] > ret[:, 1]) + 0.5 * (ret[:, 0] == ret[:, 1])  # seat 0's points
+                return jnp.stack([ret[:, 0].mean(), ahead.mean(), ret[:, 1].mean(), 1.0 - ahead.mean()])
+
+            # LM indices into `loras` (built-in players' indices are never read)
+            out = jax.lax.map(one, (keys, jnp.asarray(np.minimum(first, q - 1)), jnp.asarray(np.minimum(second, q - 1))))
+            stats.update({pair: out[k] for k, pair in enumerate(pairs)})
+        score, points = jnp.full((n, n), jnp.nan), jnp.full((n, n), jnp.nan)
+        for i, j in ordered:
+            if i < j:  # i's games in seat 0 (i first) and in seat 1 (j first)
+                ij, ji = stats[i, j], stats[j, i]
+                score = score.at[i, j].set((ij[0] + ji[2]) / 2).at[j, i].set((ij[2] + ji[0]) / 2)
+                points = points.at[i, j].set((ij[1] + ji[3]) / 2).at[j, i].set((ij[3] + ji[1]) / 2)
+        return score, points
+
+    return table
+
+
+METRIC_PREFIXES = ("eval/rating/", "eval/xplay/")  # what `league_metrics` logs, under the in-graph "eval/"
+
+
+def from_metrics(rows: list[Mapping[str, str]]) -> tuple[CrossPlay, dict[str, float]] | None:
+    """(the table, the ratings) of the last row of metrics.csv `rows` that played in-graph cross-play (as
+    `league_metrics` logged them); None when the run did not play it. Only `score` is logged: points, games and
+    outcomes are left empty."""
+    played = [r for r in rows if any(k.startswith(METRIC_PREFIXES[0]) and np.isfinite(float(v)) for k, v in r.items())]
+    if not played:
+        return None
+    row = played[-1]
+    names = tuple(k[len(METRIC_PREFIXES[0]):] for k in row if k.startswith(METRIC_PREFIXES[0]))
+    score = np.array([[float(row[f"{METRIC_PREFIXES[1]}{a}/{b}"]) if a != b else np.nan for b in names]
+                      for a in names])
+    empty = np.full(score.shape, np.nan)
+    elo = {name: float(row[METRIC_PREFIXES[0] + name]) for name in names}
+    return CrossPlay(names, score, empty, np.zeros(score.shape, np.int64), None, None, None), elo
+
+
+def league_metrics(names: tuple[str, ...], score: jax.Array, points: jax.Array, games: int) -> dict[str, jax.Array]:
+    """{"rating/<name>": Elo (random = 1000 when it plays, else a mean of 1000), "xplay/<row>/<col>": the row's
+    mean return against the column} of a `league` table with `games` games per pair; jittable."""
+    p = len(names)
+    rated = elo(points, jnp.full((p, p), float(games)), names.index("random") if "random" in names else None)
+    out = {f"rating/{name}": rated[i] for i, name in enumerate(names)}
+    out.update({f"xplay/{a}/{b}": score[i, j] for i, a in enumerate(names) for j, b in enumerate(names) if i != j})
+    return out
+
+
+@functools.partial(jax.jit, static_argnames="iterations")
+def bradley_terry(wins: jax.Array, games: jax.Array, iterations: int = 50) -> jax.Array:
+    """Natural-log strengths theta [P] (mean 0) maximising sum_ij wins_ij log sigmoid(theta_i - theta_j); jittable.
 
     wins [P, P]: row's wins over the column (draws as halves), wins + wins.T = games [P, P]. The log-likelihood is
-    concave: Newton steps (the Hessian is a graph Laplacian; its constant direction is pinned by the mean), halved
-    until the likelihood rises. Finite when every player has both won and lost part of a game against a connected
-    set of players (`ratings` adds a virtual draw per pair for that)."""
+    concave: Newton steps (the Hessian is a graph Laplacian; its constant direction is pinned by the mean), each
+    at the largest of 1, 1/2, 1/4, ... that does not lower the likelihood. Finite when every player has both won
+    and lost part of a game against a connected set of players (`elo` adds a virtual draw per pair for that)."""
     p = wins.shape[0]
-    theta = np.zeros(p)
 
-    def loglik(t: np.ndarray) -> float:
-        return float(-(wins * np.logaddexp(0.0, -(t[:, None] - t[None, :]))).sum())
+    def loglik(t: jax.Array) -> jax.Array:
+        return -(wins * jnp.logaddexp(0.0, -(t[:, None] - t[None, :]))).sum()
 
-    for _ in range(iterations):
-        prob = 1.0 / (1.0 + np.exp(-(theta[:, None] - theta[None, :])))  # [P, P]: row beats column
+    def newton(theta: jax.Array, _) -> tuple[jax.Array, None]:
+        prob = jax.nn.sigmoid(theta[:, None] - theta[None, :])  # [P, P]: row beats column
         grad = (wins - games * prob).sum(axis=1)  # [P]; sums to 0
         weight = games * prob * (1.0 - prob)
-        laplacian = np.diag(weight.sum(axis=1)) - weight
-        step = np.linalg.solve(laplacian + np.ones((p, p)) / p, grad)
-        before, scale = loglik(theta), 1.0
-        while scale > 1e-6 and loglik(theta + scale * step) < before - 1e-12:
-            scale /= 2
-        theta = theta + scale * step
-        if np.abs(scale * step).max() < tol:
-            break
+        laplacian = jnp.diag(weight.sum(axis=1)) - weight
+        step = jnp.linalg.solve(laplacian + jnp.ones((p, p), wins.dtype) / p, grad)
+        scales = 0.5 ** jnp.arange(21, dtype=wins.dtype)  # [21]
+        rises = jax.vmap(lambda s: loglik(theta + s * step))(scales) >= loglik(theta) - 1e-12
+        scale = jnp.where(rises.any(), scales[jnp.argmax(rises)], 0.0)
+        return theta + scale * step, None
+
+    theta = jax.lax.scan(newton, jnp.zeros(p, wins.dtype), None, length=iterations)[0]
     return theta - theta.mean()
+
+
+def elo(points: jax.Array, games: jax.Array, anchor: int | None = None, anchor_rating: float = 1000.0,
+        prior_games: float = 1.0) -> jax.Array:
+    """[P] Elo ratings, jittable: a Bradley-Terry fit to every pair's `points` [P, P] over `games` [P, P] (the
+    diagonal and unplayed pairs are left out), with `prior_games` virtual drawn games between every two players;
+    player `anchor` is rated `anchor_rating` (None: the mean is)."""
+    off = ~jnp.eye(points.shape[0], dtype=bool)
+    games = jnp.where(off, games, 0).astype(points.dtype)
+    wins = jnp.where(off & (games > 0), jnp.nan_to_num(points) * games, 0.0)
+    prior = prior_games * off
+    theta = bradley_terry(wins + prior / 2, games + prior) * ELO
+    return anchor_rating + theta - (theta.mean() if anchor is None else theta[anchor])
 
 
 def ratings(results: CrossPlay, anchor: str | None = "random", anchor_rating: float = 1000.0,
@@ -152,13 +242,11 @@ def ratings(results: CrossPlay, anchor: str | None = "random", anchor_rating: fl
     keeps a finite (the highest) rating. Anchored so that `anchor` (when listed) has `anchor_rating`, else so that
     the mean rating is `anchor_rating`; differences are 400 log10 of the odds of winning. A rating says how often
     a player ends ahead, not by how much: where returns are graded (poker's chips) read it beside `score`."""
-    off = ~np.eye(len(results.names), dtype=bool)
-    games = np.where(off, results.games, 0).astype(np.float64)
-    wins = np.where(off & (games > 0), np.nan_to_num(results.points) * games, 0.0)
-    prior = prior_games * off
-    theta = bradley_terry(wins + prior / 2, games + prior) * ELO
-    shift = theta[results.names.index(anchor)] if anchor in results.names else theta.mean()
-    return {name: float(anchor_rating + t - shift) for name, t in zip(results.names, theta)}
+    names = results.names
+    with jax.enable_x64(True):  # float64: ratings that do not move with the order of the players
+        rated = np.asarray(elo(jnp.asarray(results.points, jnp.float64), jnp.asarray(results.games, jnp.float64),
+                               names.index(anchor) if anchor in names else None, anchor_rating, prior_games))
+    return {name: float(r) for name, r in zip(names, rated)}
 
 
 def table_text(results: CrossPlay, elo: Mapping[str, float]) -> str:

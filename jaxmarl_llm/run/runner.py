@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxmarl_llm.errors import ConfigError, DiskFullError, DivergenceError, Interrupted, no_space_cause
+from jaxmarl_llm.evaluation import cross_play
 from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
 from jaxmarl_llm.parallel.device_memory import GIB, compiled_bytes, device_memory_bytes
 from jaxmarl_llm.parallel.peak import peak_flops
@@ -218,12 +219,19 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
         title = _title(config, out_dir)
         plot_curves({headline: (xs, [float(r[headline]) for r in rows])}, os.path.join(out_dir, "learning_curve.png"),
                     headline, title, smooth=True, references=dict(config.run.get("references", {})))
-        evals = {name: _played(rows, name) for name in rows[-1] if name.startswith(EVAL_PREFIX) and "_seat" not in name}
+        evals = {name: _played(rows, name) for name in rows[-1] if name.startswith(EVAL_PREFIX) and "_seat" not in name
+                 and not name.startswith(cross_play.METRIC_PREFIXES)}
         evals = {name: xy for name, xy in evals.items() if any(y != 0 for y in xy[1])}  # never-seen events: no line
         if evals:  # in-graph evaluation, on its own panel: only the updates that played it
             targets = {f"target {name}": value for name, value in dict(config.run.get("eval_targets", {})).items()}
             plot_curves(evals, os.path.join(out_dir, "eval_curve.png"), "rate (greedy games)", title,
                         references=targets, markers=True)
+        league = cross_play.from_metrics(rows)
+        if league is not None:  # in-graph cross-play: each player's rating over the run, the last table
+            results, elo = league
+            rated = {name: _played(rows, f"eval/rating/{name}") for name in results.names}
+            plot_curves(rated, os.path.join(out_dir, "ratings_curve.png"), "Elo (cross-play)", title, markers=True)
+            cross_play.plot_scores(results, elo, os.path.join(out_dir, "cross_play.png"), title)
     return {"state": state, "metrics": last, "out_dir": out_dir}
 
 

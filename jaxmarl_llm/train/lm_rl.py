@@ -36,7 +36,7 @@ from jax.sharding import PartitionSpec as P
 from jaxmarl_llm.algos import value_norm
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, EstimatorInput, registry_key
 from jaxmarl_llm.errors import ConfigError
-from jaxmarl_llm.evaluation import exploitability, per_game, play
+from jaxmarl_llm.evaluation import cross_play, exploitability, per_game, play
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.policies import central_critic, transcripts
@@ -109,6 +109,9 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
     if config.in_graph_eval.get("average", "none") != "none" and not exploitability.has_infosets(env):
         raise ConfigError(f"config.in_graph_eval.average: {config.env_name} has no tree of information sets to "
                           "average a policy over (the poker games have); set it to 'none'")
+    if config.in_graph_eval.get("cross_play", 0) and (env.num_agents != 2 or hasattr(env, "games")):
+        raise ConfigError(f"config.in_graph_eval.cross_play: {config.env_name} is not one two-seat game; cross-play "
+                          "rates players of one two-seat game (set it to 0)")
     plan = Plan(
         algo=registry_key(config.algo, config.credit), num_agents=env.num_agents, num_envs=config.num_envs,
         group_size=config.group_size, num_turns=config.num_turns, update_epochs=config.update_epochs,
@@ -132,6 +135,8 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
         eval_average=str(config.in_graph_eval.get("average", "none")),
         eval_average_from=int(config.in_graph_eval.get("average_from", 0)),
+        eval_cross_play=int(config.in_graph_eval.get("cross_play", 0)),
+        eval_cross_play_temperature=float(config.in_graph_eval.get("cross_play_temperature", 1.0)),
         transcript_episodes=int(config.run.transcript_episodes) if int(config.run.transcripts_every) > 0 else 0,
     )
     rollout_path(plan).check(plan, plan.num_envs)  # minibatch settings that cannot cut this run's episodes
@@ -279,7 +284,7 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
     step = state.update_step + 1
     average = state.average
     if plan.eval_every:
-        eval_metrics, average = in_graph_eval(plan, env, policy, base, trainable, step, average)
+        eval_metrics, average = in_graph_eval(plan, env, policy, base, trainable, step, average, state.pool)
         metrics.update(eval_metrics)
     pool = lm_seats.refresh_pool(plan, state.pool, trainable["lora"], step)
     return LMRunnerState(trainable, opt_state, key, step, pool, algo_state, vn, average), metrics
@@ -298,18 +303,24 @@ def zero_advantage_share(adv: jax.Array, acts: jax.Array, axis_name: str | None)
 
 
 def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.Array,
-                  average: jax.Array | None = None) -> tuple[dict[str, jax.Array], jax.Array | None]:
+                  average: jax.Array | None = None, pool=None) -> tuple[dict[str, jax.Array], jax.Array | None]:
     """({"eval/<opponent>_<win|draw|loss>", per seat too}, average): greedy games of the updated adapters against
     the game's built-in players after update 1 and every `plan.eval_every` updates; NaN (not played) in between.
     Each seat plays with its own adapter slot (frozen seats: the bare base). Every device plays the same games.
     Games with a tree of information sets (poker) add "eval/exploitability", "eval/nash_conv" and per seat;
     with `plan.eval_average` the evaluated policy joins the running sum `average` [I + 1, A] and the average
-    policy's numbers are logged as "eval/average_exploitability", ... ."""
+    policy's numbers are logged as "eval/average_exploitability", ... . With `plan.eval_cross_play` the learner,
+    the pool's snapshots (snap1 = the newest) and the built-in players also play every pair, sampled: a rating
+    per player ("eval/rating/<name>") and the matrix of mean returns ("eval/xplay/<row>/<col>")."""
     # a mixture of games (envs/text/mixture.py `games`): each game played alone, logged as eval/<game>/<key>
     versus = (per_game.versus_each_game if hasattr(env, "games") else play.versus_builtins)(
         env, policy, plan.num_turns, plan.eval_opponents, plan.eval_episodes, plan.eval_seed)
     seat_loras = tuple(None if plan.agent_scale[a] == 0.0 else jax.tree.map(lambda x, s=s: x[s], trainable["lora"])
                        for a, s in enumerate(plan.slot_of_agent))
+    if plan.eval_cross_play:
+        names = ("learner", *(f"snap{k + 1}" for k in range(plan.pool_size)), *plan.eval_opponents)
+        league = cross_play.league(env, play.with_temperature(policy, plan.eval_cross_play_temperature),
+                                   plan.num_turns, names, plan.eval_opponents, plan.eval_cross_play, plan.eval_seed)
 
     def games():
         weights = model_weights(trainable, base)
@@ -322,6 +333,10 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
                 total = exploitability.accumulate(env.tree, average, table, weight)
                 out.update(exploitability.table_metrics(env.tree, exploitability.average(env.tree, total),
                                                         "average_"))
+        if plan.eval_cross_play:  # the pool as refresh_pool left it after the previous update
+            loras = jax.tree.map(lambda x, p: jnp.concatenate([x[:1], p]), trainable["lora"],
+                                 lm_seats.pool_by_age(plan, pool, step - 1))  # [1 + P, ...]
+            out.update(cross_play.league_metrics(names, *league(weights, loras), plan.eval_cross_play // 2 * 2))
         return {f"eval/{k}": v for k, v in out.items()}, total
 
     def skipped():

@@ -149,8 +149,12 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # average (poker): also evaluate the average policy of the evaluated iterates, "uniform" or "linear" in the
     # update step (evaluation/exploitability.py AVERAGE_WEIGHTS); "none" = the last iterate only; average_from:
     # only the iterates evaluated at this update (as numbered in metrics.csv) or later count (uniform play before)
+    # cross_play (self-play with a pool): also every pair among the learner, its snapshots (snap1 = the newest) and
+    # `opponents`, this many games a pair (half per seat order), sampled at cross_play_temperature: a Bradley-Terry
+    # Elo per player, eval/rating/<name> (random = 1000), and eval/xplay/<row>/<col> (mean return); 0 = off
     c.in_graph_eval = ml_collections.ConfigDict({"every": 0, "episodes": 400, "opponents": ("random", "minimax"),
-                                                 "seed": 0, "average": "none", "average_from": 0})
+                                                 "seed": 0, "average": "none", "average_from": 0, "cross_play": 0,
+                                                 "cross_play_temperature": 1.0})
     # stability guards (run/runner.py Guard): warn once, with the update number, when the policy's entropy falls
     # below min_entropy or its KL to the reference (adapters off) rises above max_kl_ref; 0 = off. max_kl_ref > 0
     # scores the reference even at kl_coef=0 (one more forward per minibatch)
@@ -239,8 +243,10 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(config.loss_aggregation in typing.get_args(Aggregation), "loss_aggregation",
              f"must be one of {typing.get_args(Aggregation)}, got {config.loss_aggregation!r}")
     _check_seats(config)
-    _require(not config.train_base or (not config.frozen_agents and config.opponent_pool.size == 0), "train_base",
-             "frozen seats and snapshot pools play the untrained base; use train_base=False with them")
+    only_builtins = sum(config.opponent_pool.get(kind, 0.0) for kind in BUILTIN_PLAYERS) >= 1.0 - 1e-6
+    _require(not config.train_base or (not config.frozen_agents and (config.opponent_pool.size == 0 or only_builtins)),
+             "train_base", "frozen seats and snapshot pools play the untrained base; use train_base=False with "
+             "them (a league of built-in players only, shares summing to 1, is fine)")
     check_fsdp(config)
     _check_actions(config)
     check_eval_episodes(config)
@@ -304,6 +310,17 @@ def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:
     start = ev.get("average_from", 0)
     _require(isinstance(start, int) and start >= 0, "in_graph_eval.average_from",
              f"must be an update number >= 0, got {start!r}")
+    games = ev.get("cross_play", 0)
+    _require(isinstance(games, int) and games >= 0 and games % 2 == 0, "in_graph_eval.cross_play",
+             f"must be an even number of games per pair (half in each seat order), 0 = off; got {games!r}")
+    _require(not games or (ev.every and config.opponent_pool.size >= 1), "in_graph_eval.cross_play",
+             "plays the learner against its pool's snapshots at each evaluation: set in_graph_eval.every > 0 and "
+             "opponent_pool.size >= 1")
+    _require(not games or not config.train_base, "in_graph_eval.cross_play",
+             "the snapshots keep adapters, not the trained base (train_base=True): set it to 0")
+    temperature = ev.get("cross_play_temperature", 1.0)
+    _require(isinstance(temperature, (int, float)) and temperature >= 0, "in_graph_eval.cross_play_temperature",
+             f"must be >= 0 (0 = greedy), got {temperature!r}")
 
 
 def _check_actions(config) -> None:

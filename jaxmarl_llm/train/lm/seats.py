@@ -150,7 +150,9 @@ def league_opponents(plan: Plan, key: jax.Array, gid: jax.Array) -> jax.Array:
     if not plan.league:
         return jnp.zeros(gid.shape, jnp.int32)
     u = jax.vmap(lambda g: jax.random.uniform(jax.random.fold_in(jax.random.fold_in(key, 0x1EA6), g)))(gid)
-    edges = jnp.cumsum(jnp.asarray([share for _, share in plan.league]))  # [K]
+    edges = np.cumsum([share for _, share in plan.league])  # [K]
+    if edges[-1] >= 1.0 - 1e-6:  # shares summing to 1 (in floats, 0.7 + 0.3 < 1): a snapshot never plays
+        edges[-1] = np.inf
     kind = jnp.sum(u[:, None] >= edges[None, :], axis=-1)  # index of the first edge above u (K = none)
     return jnp.where(kind < len(plan.league), kind + 1, 0).astype(jnp.int32)
 
@@ -206,3 +208,11 @@ def refresh_pool(plan: Plan, pool, lora, step: jax.Array):
     due = step % plan.refresh_every == 0
     oldest = (step // plan.refresh_every - 1) % plan.pool_size
     return jax.tree.map(lambda p, x: p.at[oldest].set(jnp.where(due, x[0], p[oldest])), pool, lora)
+
+
+def pool_by_age(plan: Plan, pool, step: jax.Array):
+    """The snapshots newest first, as `refresh_pool` left them after update `step` (before any refresh every slot
+    is the initial learner): leaves [P, ...], the one written last at index 0."""
+    last = step // plan.refresh_every - 1  # the last refresh's count from 0 (negative: none yet)
+    order = (last - jnp.arange(plan.pool_size)) % plan.pool_size  # [P]
+    return jax.tree.map(lambda x: x[order], pool)
