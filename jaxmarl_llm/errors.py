@@ -80,3 +80,28 @@ class Interrupted(KeyboardInterrupt):
     how to continue; experiments/*.py print it and exit with EXIT_STATUS (128 + SIGINT, as a shell reports it)."""
 
     EXIT_STATUS = 130
+
+
+class HostEnvError(RuntimeError):
+    """A game running on the host (envs/host/bridge.py) raised: the message is one line naming the game, the
+    episode, its seed and the moves played. It reaches the caller wrapped by XLA; `host_env_cause` finds it and
+    experiments/*.py print that line and exit with EXIT_STATUS (run/cli.py main_guard)."""
+
+    EXIT_STATUS = 4
+
+
+_HOST_ENV_LINE = re.compile(r"HostEnvError: (host env [^\n]*)")
+
+
+def host_env_cause(err: BaseException) -> str | None:
+    """The `HostEnvError` line inside `err` or its chain (XLA passes a callback's error on as text); None if none."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, HostEnvError):
+            return str(err)
+        found = _HOST_ENV_LINE.search(str(err))
+        if found:
+            return found.group(1)
+        err = err.__cause__ or err.__context__
+    return None

@@ -28,6 +28,7 @@ _REGISTRY: dict[str, str] = {
     "text/cooperative_writing": "jaxmarl_llm.envs.text.cooperative_writing:CooperativeWriting",
     "text/arithmetic": "jaxmarl_llm.envs.text.arithmetic:Arithmetic",
     "text/tokenized_mpe": "jaxmarl_llm.envs.text.tokenized_mpe:TokenizedMPE",
+    "host/tic_tac_toe": "jaxmarl_llm.envs.host.tic_tac_toe:HostTicTacToe",
 }
 
 

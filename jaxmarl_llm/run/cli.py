@@ -170,12 +170,13 @@ def main_guard(fn):
     the config (models/hf.py CheckpointError) or miss a file (errors.py MissingFileError), a process group that
     cannot form (errors.py ProcessGroupError) and a full disk (errors.py DiskFullError, or any error caused by
     ENOSPC / EDQUOT) exit with status 2; a diverged run (errors.py DivergenceError: the metric, the update, the last
-    checkpoint kept) with status 3; Ctrl-C with 130 (errors.py Interrupted: the update reached, the last checkpoint).
+    checkpoint kept) with status 3; a game on the host that raised (errors.py HostEnvError: the game, the episode)
+    with 4; Ctrl-C with 130 (errors.py Interrupted: the update reached, the last checkpoint).
     Any other error is a bug and keeps its traceback."""
     from jaxmarl_llm.envs.registry import EnvArgumentError
     from jaxmarl_llm.models.hf import CheckpointError
-    from jaxmarl_llm.errors import (ConfigError, DiskFullError, DivergenceError, Interrupted, MissingFileError,
-                                    ProcessGroupError, no_space_cause)
+    from jaxmarl_llm.errors import (ConfigError, DiskFullError, DivergenceError, HostEnvError, Interrupted,
+                                    MissingFileError, ProcessGroupError, host_env_cause, no_space_cause)
 
     def wrapped(argv):
         script = _PROGRAM or fn.__module__ == "__main__"  # a command run as a program, not a test calling it
@@ -196,6 +197,9 @@ def main_guard(fn):
         except KeyboardInterrupt as err:  # Ctrl-C: a run says where it stopped (Interrupted), anything else just stops
             _stop(str(err) or "interrupted", Interrupted.EXIT_STATUS, at_once=script)
         except Exception as err:
+            host = host_env_cause(err)  # a game running on the host raised (envs/host/bridge.py)
+            if host is not None:
+                _stop(host, HostEnvError.EXIT_STATUS, at_once=script)
             full = no_space_cause(err)
             if full is None:
                 raise

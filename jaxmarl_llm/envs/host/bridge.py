@@ -1,0 +1,221 @@
+"""A Python text game played inside the compiled update: the host-environment bridge.
+
+    env = HostTextEnv(PyTicTacToe, "tic_tac_toe", ("x", "o"), tokenizer, capacity=640, max_action_tokens=8,
+                      turn_tokens=48)
+    obs, state = jax.vmap(env.reset)(keys)                     # the trainer's calls, unchanged
+    obs, state, reward, term, trunc, info = jax.vmap(env.step)(keys, state, action)
+
+A game (`HostGame`: TextArena's shape, one player moves at a time) lives in Python; the env is a `TextEnv` whose
+state holds the transcripts and a handle to the game on the host. Each step appends the mover's reply to its own
+transcript (as every token game does), sends the replies to the host in one `io_callback` for the whole batch
+(callback.py), where the mover's tokens are decoded, the game steps, and each player's new text comes back
+tokenized and appended. Texts longer than the room for them are cut and said: `overflow` (the episode ends
+truncated, as a token game's does), never silently.
+
+Episodes start and end inside an update, so nothing on the host needs saving: a resumed run resets fresh games.
+A game seeded by the reset key (`HostGame.reset(seed)`) makes runs repeat by seed. An error raised by the game
+stops the run with `HostEnvError` naming the game, the episode and its seed (experiments/*.py print that line).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Callable, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxmarl_llm.envs.host.callback import batched
+from jaxmarl_llm.envs.text import buffers
+from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
+from jaxmarl_llm.errors import HostEnvError
+
+
+class Turn(NamedTuple):
+    """What a game says after a move."""
+
+    texts: list[str]  # per player: what it reads next (appended to its transcript)
+    rewards: list[float]  # per player
+    done: bool
+    next_player: int  # the player to move (ignored when done)
+    info: dict[str, list[bool]] = {}  # per player, keys among the env's `info_keys` (e.g. won, illegal)
+
+
+class HostGame(Protocol):
+    """A turn-based text game in Python; one instance per episode. With the env's `candidates` the game also says
+    which of them the player to move may reply now (`legal`): constrained decoding then works as for a token game."""
+
+    def reset(self, seed: int) -> tuple[list[str], int]:
+        """Each player's opening text, and the player to move first."""
+
+    def step(self, action: str) -> Turn:
+        """The player to move replies `action` (the decoded text of its reply)."""
+
+    def legal(self) -> list[str]:
+        """The replies among the env's `candidates` legal for the player to move (only asked with candidates)."""
+
+
+@struct.dataclass
+class HostState(TextState):
+    handle: jax.Array  # [] int32: the episode's game on the host (-1: none)
+    valid: jax.Array  # [A, K] bool: the candidates legal now (K = 0 without candidates)
+
+
+class _Episode(NamedTuple):
+    game: HostGame
+    seed: int
+    mover: list[int]  # [1]: the player to move
+    turn: list[int]  # [1]: moves played
+
+
+class HostTextEnv(TextEnv):
+    """`game()` builds a fresh `HostGame`; `turn_tokens` bounds the tokens a player reads per move; `candidates`
+    lists every reply the game may call legal (`policy.actions="constrained"` then samples only the legal ones)."""
+
+    max_movers = 1  # one player moves per step
+
+    def __init__(self, game: Callable[[], HostGame], name: str, agents: tuple[str, ...], tokenizer, capacity: int,
+                 max_action_tokens: int, turn_tokens: int, info_keys: tuple[str, ...] = (), max_live: int = 1 << 16,
+                 candidates: tuple[str, ...] = ()):
+        super().__init__(tokenizer, agents, capacity, max_action_tokens)
+        self.candidates = {text: k for k, text in enumerate(candidates)}
+        if candidates:
+            self.action_candidates = self._action_table(list(candidates)).rows()
+        self.game, self.game_name, self.turn_tokens = game, name, int(turn_tokens)
+        self.info_keys, self.max_live = tuple(info_keys), int(max_live)
+        self.slack = max(self.max_action_tokens, self.turn_tokens)
+        self.dtype = buffers.storage_dtype(self.codec.vocab_size)
+        self.live: collections.OrderedDict[int, _Episode] = collections.OrderedDict()
+        self.count = 0
+        self.lock = threading.Lock()  # devices call from their own threads
+        self.host_batches: list[int] = []  # the batch of every host call (reset and step), in order
+        self.host_seconds = 0.0  # time spent in host calls (what the bridge costs an update)
+        a, lp, k = self.num_agents, self.capacity, len(self.candidates)
+        self._reset = batched(self._host_reset, lambda n: (
+            jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((n, a, lp), jnp.int32),
+            jax.ShapeDtypeStruct((n, a), jnp.int32), jax.ShapeDtypeStruct((n, a), bool),
+            jax.ShapeDtypeStruct((n, a), bool), jax.ShapeDtypeStruct((n, a, k), bool)))
+        self._step_host = batched(self._host_step, lambda n: {
+            "pieces": jax.ShapeDtypeStruct((n, a, self.turn_tokens), jnp.int32),
+            "lens": jax.ShapeDtypeStruct((n, a), jnp.int32), "cut": jax.ShapeDtypeStruct((n, a), bool),
+            "reward": jax.ShapeDtypeStruct((n, a), jnp.float32), "done": jax.ShapeDtypeStruct((n,), bool),
+            "active": jax.ShapeDtypeStruct((n, a), bool), "valid": jax.ShapeDtypeStruct((n, a, k), bool),
+            "info": {k: jax.ShapeDtypeStruct((n, a), bool) for k in self.info_keys}})
+
+    @property
+    def default_params(self) -> TextParams:
+        return TextParams(max_steps=1 << 30)  # the game says when it ends
+
+    # ---- the compiled side --------------------------------------------------------------------------------
+    def reset(self, key, params=None):
+        data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+        handle, tokens, length, active, cut, valid = self._reset(data.astype(jnp.uint32))
+        buf = jnp.full((self.num_agents, self.capacity + self.slack), self.codec.pad_id, self.dtype)
+        buf = buf.at[:, : self.capacity].set(tokens.astype(self.dtype))
+        state = HostState(buf=buf, length=length, active=active, turn=jnp.int32(0), done=jnp.bool_(False),
+                          overflow=cut, handle=handle, valid=valid)
+        return self.get_obs(state), state
+
+    def candidate_mask(self, state) -> jax.Array:
+        """[A, K]: the candidates the game calls legal now (every seat gets the mover's)."""
+        return state.valid
+
+    def _step(self, key, state, tokens, length, params):
+        new = self._append(state, tokens, length)  # the mover's reply, in its own transcript
+        out = self._step_host(state.handle, state.done, tokens, length)
+        new = self._append(new, out["pieces"], out["lens"])
+        new = new.replace(turn=state.turn + 1, active=out["active"], overflow=new.overflow | out["cut"],
+                          valid=out["valid"])
+        return new, out["reward"], out["done"], jnp.bool_(False), dict(out["info"])
+
+    # ---- the host side (numpy in, numpy out; one call per batch) -----------------------------------------
+    def _encode(self, text: str, room: int) -> tuple[list[int], bool]:
+        ids = self.codec.encode(text)
+        return ids[:room], len(ids) > room
+
+    def _legal(self, game: HostGame) -> np.ndarray:
+        """[K] the candidates legal for the player to move (a finished game's answer is read by no one)."""
+        mask = np.zeros((len(self.candidates),), bool)
+        if not self.candidates:
+            return mask
+        for text in game.legal():
+            mask[self.candidates[text]] = True
+        return mask
+
+    def _fail(self, handle: int, episode: _Episode | None, err: Exception) -> HostEnvError:
+        where = f"episode {handle}" + ("" if episode is None else f" (seed {episode.seed}, after {episode.turn[0]} moves)")
+        return HostEnvError(f"host env {self.game_name}: {where}: {type(err).__name__}: {err}")
+
+    def _host_reset(self, keys: np.ndarray):
+        n, a = keys.shape[0], self.num_agents
+        start = time.perf_counter()
+        handles = np.zeros((n,), np.int32)
+        tokens = np.full((n, a, self.capacity), self.codec.pad_id, np.int32)
+        length, active, cut = np.zeros((n, a), np.int32), np.zeros((n, a), bool), np.zeros((n, a), bool)
+        valid = np.zeros((n, a, len(self.candidates)), bool)
+        with self.lock:
+            for i, key in enumerate(keys):
+                seed = (int(key[0]) << 32) | int(key[1])
+                handle, self.count = self.count, (self.count + 1) & 0x7FFFFFFF
+                game = self.game()
+                try:
+                    texts, mover = game.reset(seed)
+                    valid[i] = self._legal(game)
+                except Exception as err:
+                    raise self._fail(handle, _Episode(game, seed, [0], [0]), err) from err
+                self.live[handle] = _Episode(game, seed, [int(mover)], [0])
+                while len(self.live) > self.max_live:  # episodes a rollout stopped early are never finished
+                    self.live.popitem(last=False)
+                handles[i] = handle
+                active[i, int(mover)] = True
+                for p, text in enumerate(texts):
+                    ids, cut[i, p] = self._encode(text, self.capacity)
+                    tokens[i, p, : len(ids)], length[i, p] = ids, len(ids)
+            self._count(n, start)
+        return handles, tokens, length, active, cut, valid
+
+    def _count(self, n: int, start: float) -> None:
+        self.host_batches.append(n)
+        self.host_seconds += time.perf_counter() - start
+
+    def _host_step(self, handles: np.ndarray, done: np.ndarray, tokens: np.ndarray, length: np.ndarray):
+        start = time.perf_counter()
+        n, a, w = handles.shape[0], self.num_agents, self.turn_tokens
+        out = {"pieces": np.full((n, a, w), self.codec.pad_id, np.int32), "lens": np.zeros((n, a), np.int32),
+               "cut": np.zeros((n, a), bool), "reward": np.zeros((n, a), np.float32), "done": np.zeros((n,), bool),
+               "active": np.zeros((n, a), bool), "valid": np.ones((n, a, len(self.candidates)), bool), "info": {k: np.zeros((n, a), bool) for k in self.info_keys}}
+        with self.lock:
+            for i in range(n):
+                handle = int(handles[i])
+                if done[i]:  # a finished episode is absorbing: the base step keeps its state
+                    continue
+                episode = self.live.get(handle)
+                if episode is None:
+                    raise self._fail(handle, None, KeyError("no such episode on the host (evicted: more than "
+                                                            f"max_live={self.max_live} unfinished episodes)"))
+                mover = episode.mover[0]
+                reply = self.codec.decode(tokens[i, mover, : length[i, mover]])
+                try:
+                    turn = episode.game.step(reply)
+                    out["valid"][i] = self._legal(episode.game)
+                except Exception as err:
+                    raise self._fail(handle, episode, err) from err
+                episode.turn[0] += 1
+                episode.mover[0] = int(turn.next_player)
+                for p, text in enumerate(turn.texts):
+                    ids, out["cut"][i, p] = self._encode(text, w)
+                    out["pieces"][i, p, : len(ids)], out["lens"][i, p] = ids, len(ids)
+                out["reward"][i] = turn.rewards
+                out["done"][i] = bool(turn.done)
+                for k, v in turn.info.items():
+                    out["info"][k][i] = v
+                if turn.done:
+                    del self.live[handle]
+                else:
+                    out["active"][i, episode.mover[0]] = True
+            self._count(n, start)
+        return out

@@ -1,0 +1,212 @@
+"""The host-environment bridge (jaxmarl_llm/envs/host): Python games inside the compiled update.
+
+Tic-tac-toe in Python equals the jitted game move for move; one host call per step for the whole batch; texts
+cut at their room are said (overflow); a game's error is one line naming the game and the episode; a trainer
+through the bridge repeats by seed, gives the same update on 8 devices as on 1, and learns."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmarl_llm.envs.host.bridge import HostTextEnv, Turn
+from jaxmarl_llm.envs.registry import make
+from jaxmarl_llm.envs.text.buffers import TextAction
+from jaxmarl_llm.errors import HostEnvError, host_env_cause
+from jaxmarl_llm.tokenizers import GAMES_BPE
+from jaxmarl_llm.train.lm.setup import build_tokenizer
+
+
+def _play(env, keys, moves, lengths):
+    """Every step's (obs, active, reward, terminated, truncated, info) of vmapped games driven by `moves`."""
+    step = jax.jit(jax.vmap(env.step))
+    obs, state = jax.jit(jax.vmap(env.reset))(keys)
+    out = [(obs, state.active)]
+    for t in range(moves.shape[0]):
+        obs, state, *rest = step(keys, state, TextAction(moves[t], lengths[t]))
+        out.append((obs, state.active, *rest))
+    return out, state
+
+
+def _moves(env, cells: np.ndarray, unparsable: np.ndarray):
+    """[T, N, 2, M] replies `Move: cell+1` in both seats (only the mover's is read), `pass` where unparsable."""
+    table, lens = np.asarray(env.moves.ids), np.asarray(env.moves.lens)
+    junk = np.asarray(env.codec.table(["pass"], width=table.shape[1]).ids)[0]
+    tokens = np.where(unparsable[..., None], junk, table[cells])  # [T, N, M]
+    length = np.where(unparsable, 4, lens[cells])
+    return (jnp.asarray(np.repeat(tokens[:, :, None], 2, axis=2)),
+            jnp.asarray(np.repeat(length[:, :, None], 2, axis=2)))
+
+
+@pytest.mark.parametrize("tokenizer", ["char", GAMES_BPE])
+def test_python_tic_tac_toe_equals_the_jitted_game_move_for_move(tokenizer):
+    """Random cells (many taken: illegal) and some unparsable replies, 9 moves of 24 games: the same rewards,
+    ends, movers and info at every step, and the same transcripts (token for token with one id per character;
+    as text with the games' BPE, which the jitted game encodes piece by piece)."""
+    tok = None if tokenizer == "char" else build_tokenizer(tokenizer)
+    jitted, host = make("text/tic_tac_toe", tokenizer=tok), make("host/tic_tac_toe", tokenizer=tok)
+    rng = np.random.default_rng(0)
+    n = 24
+    cells = rng.integers(0, 9, size=(9, n))
+    cells[:, :8] = np.stack([rng.permutation(9) for _ in range(8)], 1)  # 8 games of legal moves only
+    unparsable = (rng.random((9, n)) < 0.1) & (np.arange(n) >= 8)
+    moves, lengths = _moves(jitted, cells, unparsable)
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    a, a_state = _play(jitted, keys, moves, lengths)
+    b, b_state = _play(host, keys, moves, lengths)
+    for t, (x, y) in enumerate(zip(a, b)):
+        for name, u, v in zip(("obs", "active", "reward", "terminated", "truncated", "info"), x, y):
+            if name == "obs" and tokenizer != "char":
+                continue
+            for p, q in zip(jax.tree.leaves(u), jax.tree.leaves(v)):
+                np.testing.assert_array_equal(np.asarray(p), np.asarray(q), err_msg=f"{name} after move {t}")
+    for i in range(n):
+        assert jitted.render(a_state, i) == host.render(b_state, i)
+    finished = np.asarray(jax.tree.leaves(a[-1][3])).reshape(n, 2).all(-1)
+    assert finished[:8].all() and np.asarray(a[-1][5]["draw"])[:8].any() and np.asarray(a[-1][5]["won"]).any()
+    assert np.asarray(jnp.stack([x[5]["format_error"] for x in a[1:]])).any()  # some games end unparsable
+
+
+class _Digits:
+    """A test game: each of 3 turns the player to move earns the share of digits in its reply."""
+
+    def reset(self, seed):
+        self.turn, self.rng = 0, np.random.default_rng(seed)
+        return [f"Say digits. {self.rng.integers(100)}\n", "Wait.\n"], 0
+
+    def step(self, action):
+        me = self.turn % 2
+        self.turn += 1
+        share = sum(c.isdigit() for c in action) / max(len(action), 1)
+        rewards = [share if p == me else 0.0 for p in (0, 1)]
+        return Turn([f"{share:.1f}\n", "ok\n"], rewards, self.turn == 3, 1 - me, {"won": [share > 0.5, False]})
+
+
+class _Boom(_Digits):
+    def step(self, action):
+        if self.turn == 1:
+            raise ValueError("the board caught fire")
+        return super().step(action)
+
+
+def _digits_env(game=_Digits, turn_tokens=8, tokenizer="char"):
+    return HostTextEnv(game, "digits", ("a", "b"), build_tokenizer(tokenizer), capacity=48, max_action_tokens=4,
+                       turn_tokens=turn_tokens, info_keys=("won",))
+
+
+def test_one_host_call_per_step_for_the_whole_batch():
+    """vmap over 5 games: one reset call and one call per step, each with the 5 games (callback.py)."""
+    env = _digits_env()
+    keys = jax.random.split(jax.random.PRNGKey(1), 5)
+    _play(env, keys, jnp.zeros((3, 5, 2, 4), jnp.int32), jnp.ones((3, 5, 2), jnp.int32))
+    assert env.host_batches == [5] * 4 and env.host_seconds > 0
+
+
+def test_a_text_longer_than_its_room_is_cut_and_said():
+    """turn_tokens=2: the first answer (`0.0` and a newline: 4 characters) is cut, the episode ends truncated."""
+    env = _digits_env(turn_tokens=2, tokenizer="char")
+    keys = jax.random.split(jax.random.PRNGKey(2), 3)
+    out, state = _play(env, keys, jnp.zeros((1, 3, 2, 4), jnp.int32), jnp.ones((1, 3, 2), jnp.int32))
+    assert np.asarray(state.overflow).any(-1).all() and np.asarray(out[1][4]).all()  # truncated, all agents
+
+
+def test_a_game_error_is_one_line_naming_the_game_and_the_episode():
+    env = _digits_env(_Boom)
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+    with pytest.raises(Exception) as err:
+        _play(env, keys, jnp.zeros((2, 2, 2, 4), jnp.int32), jnp.ones((2, 2, 2), jnp.int32))
+    line = host_env_cause(err.value)
+    assert line is not None and "\n" not in line, str(err.value)[:2000]
+    assert line.startswith("host env digits: episode ") and "after 1 moves" in line
+    assert line.endswith("ValueError: the board caught fire") and "seed " in line
+    assert host_env_cause(HostEnvError("host env x: episode 3: E: y")) == "host env x: episode 3: E: y"
+
+
+def test_main_guard_prints_the_host_error_line_and_exits_4(capsys):
+    from jaxmarl_llm.run.cli import main_guard
+
+    env = _digits_env(_Boom)
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+
+    def main(argv):
+        _play(env, keys, jnp.zeros((2, 2, 2, 4), jnp.int32), jnp.ones((2, 2, 2), jnp.int32))
+
+    with pytest.raises(SystemExit) as stop:
+        main_guard(main)([])
+    assert stop.value.code == HostEnvError.EXIT_STATUS
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "host env digits: episode" in err[0] and "the board caught fire" in err[0], err
+
+
+def _digits_config(num_devices: int = 1, updates: int = 2):
+    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer = "text/guess_number", "char"  # the env is passed in
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
+                   max_position_embeddings=64)
+    c.lora.update(rank=4, alpha=8.0)
+    c.policy.actions = "free"
+    c.share_policy = True
+    c.algo, c.group_size, c.num_envs, c.num_turns = "ppo", 1, 16, 3
+    c.lr = 1e-2
+    c.total_episodes = 16 * updates
+    c.mesh.num_devices = num_devices
+    validate_lm_rl(c)
+    return c
+
+
+def _train(config, updates: int, seed: int = 0):
+    from jaxmarl_llm.parallel import mesh as mesh_lib
+    from jaxmarl_llm.train import lm_rl
+
+    env = _digits_env()
+    trainer = lm_rl.make_train(config, env=env)
+    mesh = mesh_lib.make_mesh(config.mesh.num_devices)
+    state = mesh_lib.put(trainer.init(jax.random.PRNGKey(seed), trainer.hparams), mesh, trainer.state_specs)
+    state, metrics = mesh_lib.sharded_chunk(trainer, mesh, updates)(state, trainer.hparams)
+    return jax.device_get(state), jax.device_get(metrics), env
+
+
+def test_a_trainer_through_the_bridge_repeats_by_seed_and_on_eight_devices():
+    if len(jax.devices()) < 8:
+        pytest.skip("needs XLA_FLAGS=--xla_force_host_platform_device_count=8 (set by conftest)")
+    one, m_one, env = _train(_digits_config(1), 2)
+    again, m_again, _ = _train(_digits_config(1), 2)
+    eight, m_eight, env8 = _train(_digits_config(8), 2)
+    for k in ("episode_return", "format_error_rate", "tokens_per_turn"):
+        if k in m_one:
+            np.testing.assert_array_equal(m_one[k], m_again[k], err_msg=k)
+            np.testing.assert_allclose(m_one[k], m_eight[k], rtol=1e-5, err_msg=k)
+    for a, b, c in zip(jax.tree.leaves(one.trainable), jax.tree.leaves(again.trainable), jax.tree.leaves(eight.trainable)):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, atol=2e-5, rtol=1e-4)
+    assert float(np.abs(m_one["episode_return"]).max()) > 0  # replies with digits happened: a real signal
+    # one host call per turn per device: 1 reset + 3 steps per update, 16 games on 1 device, 2 on each of 8
+    assert env.host_batches == [16] * 8 and env8.host_batches == [2] * 64
+
+
+def test_ppo_through_the_bridge_learns_to_reply_with_digits():
+    """The host game pays the share of digits in each reply: PPO from a random tiny model raises it (0.18 -> 0.55
+    over 60 updates; a random reply's share is about 0.1)."""
+    _, metrics, _ = _train(_digits_config(1, 60), 60)
+    ret = np.asarray(metrics["episode_return"])
+    assert ret[-10:].mean() > ret[:10].mean() + 0.25, (ret[:10].mean(), ret[-10:].mean())
+
+
+def test_legal_replies_come_from_the_host_game_as_the_jitted_game_gives_them():
+    """host/tic_tac_toe's candidates are the jitted game's (`Move: 1` .. `Move: 9`), and after every move of
+    legal games its mask equals the jitted game's empty cells."""
+    jitted, host = make("text/tic_tac_toe"), make("host/tic_tac_toe")
+    assert host.action_candidates == jitted.action_candidates
+    rng = np.random.default_rng(1)
+    n = 6
+    cells = np.stack([rng.permutation(9) for _ in range(n)], 1)
+    moves, lengths = _moves(jitted, cells, np.zeros((9, n), bool))
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    step_j, step_h = jax.jit(jax.vmap(jitted.step)), jax.jit(jax.vmap(host.step))
+    (_, sj), (_, sh) = jax.vmap(jitted.reset)(keys), jax.vmap(host.reset)(keys)
+    for t in range(9):
+        np.testing.assert_array_equal(jax.vmap(jitted.candidate_mask)(sj), jax.vmap(host.candidate_mask)(sh))
+        sj = step_j(keys, sj, TextAction(moves[t], lengths[t]))[1]
+        sh = step_h(keys, sh, TextAction(moves[t], lengths[t]))[1]
