@@ -210,3 +210,82 @@ def test_legal_replies_come_from_the_host_game_as_the_jitted_game_gives_them():
         np.testing.assert_array_equal(jax.vmap(jitted.candidate_mask)(sj), jax.vmap(host.candidate_mask)(sh))
         sj = step_j(keys, sj, TextAction(moves[t], lengths[t]))[1]
         sh = step_h(keys, sh, TextAction(moves[t], lengths[t]))[1]
+
+
+def test_textarena_tic_tac_toe_through_the_bridge_plays_our_rules():
+    """TextArena's TicTacToe-v0 (its own prompts and parser) and our jitted tic-tac-toe, driven by the same legal
+    games (TextArena's cell c is our `Move: c+1`; its player 0 moves first, as our X): the same legal moves before
+    every move, the same ends, winners and rewards."""
+    pytest.importorskip("textarena")
+    jitted, arena = make("text/tic_tac_toe"), make("host/textarena", game="TicTacToe-v0", capacity=8192,
+                                                      turn_tokens=1024)  # one id per character
+    rng = np.random.default_rng(2)
+    n = 12
+    cells = np.stack([rng.permutation(9) for _ in range(n)], 1)  # [9, n]
+    ours, ours_len = _moves(jitted, cells, np.zeros((9, n), bool))
+    table = arena.codec.table([f"[{c}]" for c in range(9)], width=arena.max_action_tokens)
+    theirs = jnp.asarray(np.repeat(np.asarray(table.ids)[cells][:, :, None], 2, axis=2))
+    theirs_len = jnp.asarray(np.repeat(np.asarray(table.lens)[cells][:, :, None], 2, axis=2))
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    step_j, step_a = jax.jit(jax.vmap(jitted.step)), jax.jit(jax.vmap(arena.step))
+    (_, sj), (obs_a, sa) = jax.vmap(jitted.reset)(keys), jax.vmap(arena.reset)(keys)
+    assert "Tic Tac Toe" in arena.codec.decode(np.asarray(obs_a.tokens[0, 0, : obs_a.length[0, 0]]))
+    ends = 0
+    for t in range(9):
+        live = ~np.asarray(sj.done)
+        np.testing.assert_array_equal(np.asarray(jax.vmap(jitted.candidate_mask)(sj))[live],
+                                      np.asarray(jax.vmap(arena.candidate_mask)(sa))[live], err_msg=f"move {t}")
+        _, sj, rj, tj, _, ij = step_j(keys, sj, TextAction(ours[t], ours_len[t]))
+        _, sa, ra, ta_, _, ia = step_a(keys, sa, TextAction(theirs[t], theirs_len[t]))
+        np.testing.assert_array_equal(np.asarray(tj), np.asarray(ta_), err_msg=f"ends after move {t}")
+        np.testing.assert_array_equal(np.asarray(rj), np.asarray(ra), err_msg=f"rewards after move {t}")
+        for k in ("won", "draw"):
+            np.testing.assert_array_equal(np.asarray(ij[k]), np.asarray(ia[k]), err_msg=f"{k} after move {t}")
+        ends += int(np.asarray(tj).all(-1)[live].sum())
+    assert ends == n and np.asarray(sj.done).all()
+
+
+def test_textarena_against_its_random_player_is_one_agent_in_either_seat():
+    """opponent="random": one agent, seated by the seed; the game plays the other seat with legal moves, so every
+    game ends with a result (won / drawn / lost by the learner) and a reward of +1 / 0 / -1."""
+    pytest.importorskip("textarena")
+    env = make("host/textarena", game="TicTacToe-v0", opponent="random", capacity=8192, turn_tokens=4096)
+    assert env.num_agents == 1
+    n = 8
+    keys = jax.random.split(jax.random.PRNGKey(4), n)
+    step = jax.jit(jax.vmap(env.step))
+    obs, state = jax.vmap(env.reset)(keys)
+    first = [env.codec.decode(np.asarray(obs.tokens[i, 0, : obs.length[i, 0]])) for i in range(n)]
+    assert all("Tic Tac Toe" in t for t in first)
+    assert any("[Player 0]" in t for t in first) and any("[Player 0]" not in t for t in first)  # both seats
+    ret = np.zeros(n)
+    for _ in range(5):
+        mask = np.asarray(jax.vmap(env.candidate_mask)(state))[:, 0]  # [n, 9]
+        cell = np.where(mask.any(-1), mask.argmax(-1), 0)
+        table = env.codec.table([f"[{c}]" for c in range(9)], width=env.max_action_tokens)
+        action = TextAction(jnp.asarray(np.asarray(table.ids)[cell][:, None]), jnp.asarray(np.asarray(table.lens)[cell][:, None]))
+        _, state, reward, _, _, info = step(keys, state, action)
+        ret += np.asarray(reward)[:, 0]
+    assert np.asarray(state.done).all() and set(ret) <= {-1.0, 0.0, 1.0}
+
+
+def test_the_textarena_config_trains_through_the_bridge():
+    """configs/textarena_tic_tac_toe.py as the CLI loads it, shrunk (a 1-layer model, 4 games): an update plays
+    TextArena's games to their end on legal moves only and learns from them."""
+    pytest.importorskip("textarena")
+    import os
+
+    from jaxmarl_llm.run.cli import load_config_file
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.config import validate_lm_rl
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    c = load_config_file(os.path.join(root, "configs", "textarena_tic_tac_toe.py"))
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.num_envs, c.total_episodes, c.mesh.num_devices = 4, 8, 1
+    validate_lm_rl(c)
+    trainer = lm_rl.make_train(c)
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    state, metrics = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
+    assert float(metrics["illegal_rate"]) == 0.0 and float(metrics["episode_turns"]) >= 3
+    assert float(metrics["grad_norm"]) > 0 and trainer.env.host_batches[:2] == [4, 4]

@@ -29,6 +29,7 @@ _REGISTRY: dict[str, str] = {
     "text/arithmetic": "jaxmarl_llm.envs.text.arithmetic:Arithmetic",
     "text/tokenized_mpe": "jaxmarl_llm.envs.text.tokenized_mpe:TokenizedMPE",
     "host/tic_tac_toe": "jaxmarl_llm.envs.host.tic_tac_toe:HostTicTacToe",
+    "host/textarena": "jaxmarl_llm.envs.host.textarena:TextArenaEnv",
 }
 
 
