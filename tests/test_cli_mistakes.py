@@ -23,7 +23,7 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = {name: os.path.join(ROOT, "experiments", f"{name}.py") for name in ("train", "eval", "sweep")}
+SCRIPT = {name: os.path.join(ROOT, "experiments", f"{name}.py") for name in ("train", "eval", "sweep", "collect")}
 SPREAD_MLP = os.path.join(ROOT, "configs", "spread_mlp.py")
 TTT = os.path.join(ROOT, "configs", "tic_tac_toe.py") + ":scratch"
 FREE_TTT = os.path.join(ROOT, "configs", "free_tic_tac_toe.py")
@@ -148,6 +148,17 @@ CASES = [
      r"run keeps one checkpoint: no snapshots to play", "run_one"),
     case("eval: cross-play without a run", "eval", [f"--config={TTT}", "--cross_play"],
      r"--cross_play: name a self-play run with --checkpoint=RUN_DIR", "base"),
+    case("collect: no episodes", "collect", [f"--config={TTT}", "--episodes=0", "--out={base}/x.jsonl"],
+     r"--episodes=0: collect at least 1 episode", "base"),
+    case("collect: no output file", "collect", [f"--config={TTT}"], r"--out=FILE\.jsonl is required", "base"),
+    case("collect: an output file in a missing folder", "collect", [f"--config={TTT}", "--out={missing}/x.jsonl"],
+     r"--out=.*/missing/x\.jsonl: no folder .*/missing", "base"),
+    case("collect: an unknown player", "collect", [f"--config={TTT}", "--player=nobody", "--out={base}/x.jsonl"],
+     r"--player='nobody': expected lm, expert or one of text/tic_tac_toe's built-in players \(random, minimax; ",
+     "base"),
+    case("collect: a checkpoint that is not the player", "collect",
+     [f"--config={TTT}", "--checkpoint={run}", "--player=random", "--out={base}/x.jsonl"],
+     r"--checkpoint with --player=random: a checkpoint plays as --player=lm", "base"),
     case("sweep: an unknown key", "sweep", [f"--config={SPREAD_MLP}", "--sweep.bogus=1"],
      r"sweep\.bogus: unknown key 'bogus' in sweep; valid keys: .*lr", "base"),
     case("sweep: no seeds", "sweep", [f"--config={SPREAD_MLP}", "--sweep.seeds=0", "--sweep.out_dir={missing}"],
