@@ -289,3 +289,29 @@ def test_the_textarena_config_trains_through_the_bridge():
     state, metrics = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
     assert float(metrics["illegal_rate"]) == 0.0 and float(metrics["episode_turns"]) >= 3
     assert float(metrics["grad_norm"]) > 0 and trainer.env.host_batches[:2] == [4, 4]
+
+
+def test_pettingzoo_tic_tac_toe_through_the_bridge_plays_our_rules():
+    """PettingZoo's classic tic-tac-toe (an AEC env, array observations drawn as a board) and our jitted game,
+    driven by the same legal games: the same legal moves before every move, the same ends, winners and rewards."""
+    pytest.importorskip("pettingzoo.classic")
+    jitted, pz = make("text/tic_tac_toe"), make("host/pettingzoo_tic_tac_toe")
+    assert pz.action_candidates == jitted.action_candidates  # `Move: 1` .. `Move: 9`
+    rng = np.random.default_rng(5)
+    n = 10
+    cells = np.stack([rng.permutation(9) for _ in range(n)], 1)
+    moves, lengths = _moves(jitted, cells, np.zeros((9, n), bool))
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    step_j, step_p = jax.jit(jax.vmap(jitted.step)), jax.jit(jax.vmap(pz.step))
+    (_, sj), (obs, sp) = jax.vmap(jitted.reset)(keys), jax.vmap(pz.reset)(keys)
+    assert pz.codec.decode(np.asarray(obs.tokens[0, 0, : obs.length[0, 0]])) == "You are X.\n1|2|3\n4|5|6\n7|8|9\nYour move.\n"
+    for t in range(9):
+        live = ~np.asarray(sj.done)
+        np.testing.assert_array_equal(np.asarray(jax.vmap(jitted.candidate_mask)(sj))[live],
+                                      np.asarray(jax.vmap(pz.candidate_mask)(sp))[live], err_msg=f"move {t}")
+        _, sj, rj, tj, _, ij = step_j(keys, sj, TextAction(moves[t], lengths[t]))
+        _, sp, rp, tp, _, ip = step_p(keys, sp, TextAction(moves[t], lengths[t]))
+        np.testing.assert_array_equal(np.asarray(tj), np.asarray(tp), err_msg=f"ends after move {t}")
+        np.testing.assert_array_equal(np.asarray(rj), np.asarray(rp), err_msg=f"rewards after move {t}")
+        np.testing.assert_array_equal(np.asarray(ij["won"]), np.asarray(ip["won"]), err_msg=f"won after move {t}")
+    assert np.asarray(sp.done).all()

@@ -20,6 +20,7 @@ stops the run with `HostEnvError` naming the game, the episode and its seed (exp
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import threading
 import time
 from typing import Callable, NamedTuple, Protocol
@@ -74,14 +75,18 @@ class _Episode(NamedTuple):
 
 class HostTextEnv(TextEnv):
     """`game()` builds a fresh `HostGame`; `turn_tokens` bounds the tokens a player reads per move; `candidates`
-    lists every reply the game may call legal (`policy.actions="constrained"` then samples only the legal ones)."""
+    lists every reply the game may call legal (`policy.actions="constrained"` then samples only the legal ones);
+    `workers` threads step the games of a batch side by side."""
 
     max_movers = 1  # one player moves per step
 
     def __init__(self, game: Callable[[], HostGame], name: str, agents: tuple[str, ...], tokenizer, capacity: int,
                  max_action_tokens: int, turn_tokens: int, info_keys: tuple[str, ...] = (), max_live: int = 1 << 16,
-                 candidates: tuple[str, ...] = ()):
+                 candidates: tuple[str, ...] = (), workers: int = 1):
         super().__init__(tokenizer, agents, capacity, max_action_tokens)
+        # workers > 1: the games of a step move in that many threads (a game that waits on a subprocess, such
+        # as the code grader, lets the others run); results are gathered in order, so runs repeat the same
+        self.pool = concurrent.futures.ThreadPoolExecutor(int(workers)) if int(workers) > 1 else None
         self.candidates = {text: k for k, text in enumerate(candidates)}
         if candidates:
             self.action_candidates = self._action_table(list(candidates)).rows()
@@ -189,6 +194,7 @@ class HostTextEnv(TextEnv):
                "cut": np.zeros((n, a), bool), "reward": np.zeros((n, a), np.float32), "done": np.zeros((n,), bool),
                "active": np.zeros((n, a), bool), "valid": np.ones((n, a, len(self.candidates)), bool), "info": {k: np.zeros((n, a), bool) for k in self.info_keys}}
         with self.lock:
+            moves = []  # (row, handle, episode, reply) of every game still playing
             for i in range(n):
                 handle = int(handles[i])
                 if done[i]:  # a finished episode is absorbing: the base step keeps its state
@@ -198,12 +204,19 @@ class HostTextEnv(TextEnv):
                     raise self._fail(handle, None, KeyError("no such episode on the host (evicted: more than "
                                                             f"max_live={self.max_live} unfinished episodes)"))
                 mover = episode.mover[0]
-                reply = self.codec.decode(tokens[i, mover, : length[i, mover]])
+                moves.append((i, handle, episode, self.codec.decode(tokens[i, mover, : length[i, mover]])))
+
+            def play(move):
+                i, handle, episode, reply = move
                 try:
                     turn = episode.game.step(reply)
-                    out["valid"][i] = self._legal(episode.game)
+                    return turn, self._legal(episode.game)
                 except Exception as err:
                     raise self._fail(handle, episode, err) from err
+
+            played = list(self.pool.map(play, moves)) if self.pool is not None else [play(m) for m in moves]
+            for (i, handle, episode, _), (turn, legal) in zip(moves, played):
+                out["valid"][i] = legal
                 episode.turn[0] += 1
                 episode.mover[0] = int(turn.next_player)
                 for p, text in enumerate(turn.texts):
