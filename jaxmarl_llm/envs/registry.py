@@ -30,6 +30,8 @@ _REGISTRY: dict[str, str] = {
     "text/tokenized_mpe": "jaxmarl_llm.envs.text.tokenized_mpe:TokenizedMPE",
     "host/tic_tac_toe": "jaxmarl_llm.envs.host.tic_tac_toe:HostTicTacToe",
     "host/textarena": "jaxmarl_llm.envs.host.textarena:TextArenaEnv",
+    "host/code": "jaxmarl_llm.envs.host.code:CodeEnv",
+    "host/pettingzoo_tic_tac_toe": "jaxmarl_llm.envs.host.pettingzoo:PettingZooTicTacToe",
 }
 
 
