@@ -315,3 +315,64 @@ def test_pettingzoo_tic_tac_toe_through_the_bridge_plays_our_rules():
         np.testing.assert_array_equal(np.asarray(rj), np.asarray(rp), err_msg=f"rewards after move {t}")
         np.testing.assert_array_equal(np.asarray(ij["won"]), np.asarray(ip["won"]), err_msg=f"won after move {t}")
     assert np.asarray(sp.done).all()
+
+
+HOST_TTT = '''
+from jaxmarl_llm.train.config import lm_rl_defaults
+
+
+def get_config():
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer = "host/tic_tac_toe", "char"
+    c.env_kwargs = {"capacity": 640, "max_action_tokens": 8}
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
+                   max_position_embeddings=656)
+    c.lora.update(rank=4, alpha=8.0)
+    c.policy.actions = "constrained"
+    c.share_policy = True
+    c.algo, c.group_size, c.num_envs, c.num_turns = "ppo", 1, 4, 9
+    c.lr = 1e-2
+    c.total_episodes = 4 * 6
+    c.mesh.num_devices = 1
+    c.run.update(updates_per_chunk=1, checkpoint_every=1, progress=False, plot=False, tensorboard=False)
+    return c
+'''
+
+
+def test_a_run_through_the_bridge_killed_and_resumed_is_the_run_never_interrupted(tmp_path):
+    """kill -9 after a checkpoint, then --config.resume=True: every metric of every update equals the run that was
+    never interrupted (episodes start and end inside an update: nothing on the host is saved)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from jaxmarl_llm.run.metrics_log import read_csv
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    config = tmp_path / "host_ttt.py"
+    config.write_text(HOST_TTT)
+
+    def command(out: str, resume: bool) -> list[str]:
+        return [sys.executable, os.path.join(root, "experiments", "train.py"), f"--config={config}",
+                f"--config.run.out_dir={out}", f"--config.resume={resume}"]
+
+    env = {**os.environ, "PYTHONPATH": root}
+    reference, killed = str(tmp_path / "reference"), str(tmp_path / "killed")
+    done = subprocess.run(command(reference, False), capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = subprocess.Popen(command(killed, False), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    checkpoints = os.path.join(killed, "checkpoints")
+    while run.poll() is None and not (os.path.isdir(checkpoints) and any(n.isdigit() for n in os.listdir(checkpoints))):
+        time.sleep(0.01)
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    saved = max(int(n) for n in os.listdir(checkpoints) if n.isdigit())
+    assert saved < 6, saved  # killed mid-run
+    done = subprocess.run(command(killed, True), capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    drop = ("steps_per_second", "tokens_per_second", "mfu")  # wall-clock measures
+    rows = lambda out: [{k: v for k, v in r.items() if k not in drop} for r in read_csv(os.path.join(out, "metrics.csv"))]  # noqa: E731
+    assert rows(killed) == rows(reference) and len(rows(reference)) == 6
+    assert any(float(r["episode_turns"]) > 1 for r in rows(reference))  # games of several moves were played
