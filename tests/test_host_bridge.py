@@ -376,3 +376,35 @@ def test_a_run_through_the_bridge_killed_and_resumed_is_the_run_never_interrupte
     rows = lambda out: [{k: v for k, v in r.items() if k not in drop} for r in read_csv(os.path.join(out, "metrics.csv"))]  # noqa: E731
     assert rows(killed) == rows(reference) and len(rows(reference)) == 6
     assert any(float(r["episode_turns"]) > 1 for r in rows(reference))  # games of several moves were played
+
+
+@pytest.mark.parametrize("game,replies", [
+    ("TicTacToe-v0", [f"[{c}]" for c in range(9)]),
+    ("KuhnPoker-v0", ["[check]", "[call]"]),
+    ("SimpleNegotiation-v0", ["Hello. [Deny]"]),
+    ("ConnectFour-v0", [f"[col {c}]" for c in range(7)]),
+    ("Nim-v0", ["[0 1]", "[1 1]", "[2 1]"]),
+])
+def test_five_textarena_games_play_to_their_end_through_the_bridge(game, replies):
+    """Each game with its own prompt and parser, free-text replies cycling through a fixed list: both games of
+    the batch end within 40 moves, with TextArena's rewards."""
+    pytest.importorskip("textarena")
+    env = make("host/textarena", game=game, tokenizer=build_tokenizer(GAMES_BPE), capacity=8192, turn_tokens=4096,
+               candidates=())
+    keys = jax.random.split(jax.random.PRNGKey(7), 2)
+    table = env.codec.table(replies, width=env.max_action_tokens + 8)
+    assert table.width <= env.max_action_tokens + 8
+    step = jax.jit(jax.vmap(env.step))
+    _, state = jax.vmap(env.reset)(keys)
+    total = np.zeros((2, 2))
+    for t in range(40):
+        k = t % len(replies)
+        ids = np.asarray(table.ids)[k, : env.max_action_tokens]
+        action = TextAction(jnp.asarray(np.broadcast_to(ids, (2, 2, len(ids)))),
+                            jnp.full((2, 2), min(int(table.lens[k]), env.max_action_tokens), jnp.int32))
+        _, state, reward, *_ = step(keys, state, action)
+        total += np.asarray(reward)
+        if np.asarray(state.done).all():
+            break
+    assert np.asarray(state.done).all() and not np.asarray(state.overflow).any(), game
+    assert set(np.round(total.ravel(), 6)) <= {-1.0, 0.0, 1.0}, total
