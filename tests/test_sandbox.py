@@ -62,3 +62,45 @@ def test_files_outside_its_folder_are_neither_read_nor_deleted(tmp_path):
     # its own folder is its to use
     assert grade("def f(p):\n    open('scratch.txt', 'w').write('ok')\n    return open('scratch.txt').read() == 'ok'",
                  tests).passed == 1
+
+
+def test_every_shipped_task_is_solved_by_its_solution_and_not_by_none():
+    """data/code_tasks.jsonl: 50 tasks; in the sandbox each reference solution passes every hidden test and a
+    function returning None fails at least one."""
+    from jaxmarl_llm.envs.host.code import load_tasks
+
+    tasks = load_tasks()
+    assert len(tasks) == 50 and len({t["name"] for t in tasks}) == 50
+    assert len(load_tasks(split="train")) == 40 and len(load_tasks(split="test")) == 10
+    for t in tasks:
+        assert f"def {t['entry']}(" in t["prompt"] and 4 <= len(t["tests"]) <= 6
+        assert grade(t["solution"], t["tests"]) == (len(t["tests"]), len(t["tests"]), ""), t["name"]
+        assert grade(f"def {t['entry']}(*a, **k):\n    return None", t["tests"]).passed < len(t["tests"]), t["name"]
+
+
+def test_the_code_env_pays_the_share_of_tests_a_reply_passes():
+    """host/code through the bridge: each game's prompt is its task; the reference solution earns 1 and `solved`,
+    a stub 0; four grading threads give what one gives."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxmarl_llm.envs.registry import make
+    from jaxmarl_llm.envs.text.buffers import TextAction
+
+    n = 6
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    results = []
+    for workers in (1, 4):
+        env = make("host/code", split="test", capacity=1024, max_action_tokens=600, workers=workers)
+        obs, state = jax.vmap(env.reset)(keys)
+        prompts = [env.codec.decode(np.asarray(obs.tokens[i, 0, : obs.length[i, 0]])) for i in range(n)]
+        tasks = [next(t for t in env.tasks if t["prompt"] in p) for p in prompts]
+        replies = [t["solution"] if i % 2 == 0 else f"def {t['entry']}(*a):\n    return None" for i, t in enumerate(tasks)]
+        table = env.codec.table(replies, width=env.max_action_tokens)
+        action = TextAction(jnp.asarray(np.asarray(table.ids)[:, None]), jnp.asarray(np.asarray(table.lens)[:, None]))
+        _, state, reward, term, _, info = jax.vmap(env.step)(keys, state, action)
+        results.append(np.asarray(reward)[:, 0])
+        assert np.asarray(term).all() and list(np.asarray(info["solved"])[:, 0]) == [True, False] * (n // 2)
+        assert all(r == 1.0 for r in results[-1][0::2]) and all(r < 1.0 for r in results[-1][1::2])
+    np.testing.assert_array_equal(results[0], results[1])

@@ -6,8 +6,8 @@ One agent, one turn: the prompt is a task (`Write a function that ... def name(a
 source, and the reward is the share of the task's hidden tests it passes (sandbox.py: a contained subprocess per
 reply; `workers` replies are graded side by side). The tasks ship in data/code_tasks.jsonl (50 short functions,
 4-6 asserts each, a reference solution that passes them); `split` keeps every fifth task out for evaluation
-("test") or trains on the rest ("train"), "all" plays every task. A reply that defines an object whose `==`
-always holds would pass an `assert f(x) == y`: tests that must resist that check the type too.
+("test") or trains on the rest ("train"), "all" plays every task. A reply returning an object whose `==` always
+holds would pass a bare `assert f(x) == y`; every shipped task has a test that checks the type too.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class CodeTask:
 
 class CodeEnv(HostTextEnv):
     def __init__(self, tokenizer=None, tasks: str = TASKS, split: str = "all", capacity: int = 512,
-                 max_action_tokens: int = 256, turn_tokens: int = 16, workers: int = 4, cpu_seconds: int = 2,
+                 max_action_tokens: int = 256, turn_tokens: int = 32, workers: int = 4, cpu_seconds: int = 2,
                  wall_seconds: float = 5.0):
         chosen = load_tasks(tasks, split)
         limits = Limits(cpu_seconds=int(cpu_seconds), wall_seconds=float(wall_seconds))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import secrets
 import shutil
 import signal
@@ -51,13 +50,15 @@ class Graded(NamedTuple):
         return self.passed / self.total if self.total else 0.0
 
 
-# runs in the child: reads {"code", "tests", "key", "root", "fd"} on stdin; writes `<key> <i>` to fd after test i
-# passes
+# runs in the child: reads {"code", "tests", "key", "root", "fd", "limits"} on stdin; writes `<key> <i>` to fd after
+# test i passes
 GRADER = r'''
-import gc, io, json, os, sys
+import gc, io, json, os, resource, sys
 
 def main():
     task = json.loads(sys.stdin.read())
+    for name, (soft, hard) in task.pop("limits").items():  # before the hook, which then refuses changing them
+        resource.setrlimit(getattr(resource, name), (soft, hard))
     key, root = task.pop("key"), os.path.realpath(task["root"])
     stdlib = os.path.realpath(os.path.dirname(os.__file__))
     result = os.fdopen(task.pop("fd"), "w")
@@ -114,17 +115,13 @@ main()
 '''
 
 
-def _limit(limits: Limits):
-    def apply() -> None:  # in the child, before exec
-        os.setsid()  # its own process group: the whole group is killed on a timeout
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-        memory = limits.memory_mb << 20
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.output_bytes, limits.output_bytes))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-    return apply
+def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
+    """The OS limits (soft, hard) the grader sets on itself before the code runs; past RLIMIT_CPU's soft limit
+    the kernel sends SIGXCPU (read as "cpu"), a second later SIGKILL."""
+    both = lambda v: (v, v)  # noqa: E731
+    return {"RLIMIT_CPU": (limits.cpu_seconds, limits.cpu_seconds + 1), "RLIMIT_AS": both(limits.memory_mb << 20),
+            "RLIMIT_FSIZE": both(limits.output_bytes), "RLIMIT_NOFILE": both(limits.open_files),
+            "RLIMIT_CORE": both(0)}
 
 
 _SIGNALS = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "output", signal.SIGKILL: "killed", signal.SIGSEGV: "crash"}
@@ -141,11 +138,11 @@ def grade(code: str, tests: list[str], limits: Limits = Limits()) -> Graded:
             child = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", GRADER], stdin=subprocess.PIPE, stdout=out, stderr=err,
                 cwd=folder, env={"PATH": "/usr/bin:/bin", "HOME": folder, "TMPDIR": folder}, pass_fds=(write,),
-                preexec_fn=_limit(limits), close_fds=True)
+                start_new_session=True, close_fds=True)  # its own process group: killed whole on a timeout
         os.close(write)
         try:
             child.stdin.write(json.dumps({"code": code, "tests": list(tests), "key": key, "root": folder,
-                                          "fd": write}).encode())
+                                          "fd": write, "limits": _rlimits(limits)}).encode())
             child.stdin.close()
         except BrokenPipeError:
             pass
