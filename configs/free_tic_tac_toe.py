@@ -20,7 +20,8 @@ as a checkpoint's tokenizer is. `--config.model.checkpoint=<HF folder>
 Measured (seed 0, Intel Xeon, 2 shared cores): the warm start loses 45.0% against random and draws 25.5% against
 minimax (random play: 43.7%, 12.7%); RL to update 3000 (60 min): 4.0% losses (as X 0.5%, as O 7.5%) and 88.7%
 draws on the in-graph evaluation's 400 games, 6.2% and 89.9% on 4000 fresh ones, 0.06% of sampled replies
-unparsable (docs/results.md, "Free text from a format-only warm start").
+unparsable; the same command on an AMD EPYC ends at 9.3% and 86.7% (another trajectory: docs/results.md, "Free
+text from a format-only warm start").
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults
