@@ -9,6 +9,8 @@ of each game; its legal replies (`[0]` .. `[8]`) are TextArena's `Available Move
 the reward is TextArena's at the end (+1 win, -1 loss, 0 draw), so `episode_return` is wins less losses against
 random play. The recipe is configs/tic_tac_toe.py:scratch's (PPO with a value head, lr 1e-3 annealed, entropy
 bonus 0.01), on the games' BPE: TextArena's observations are long (a game's transcript reaches ~1700 tokens).
+Measured (seed 0, AMD EPYC, 2 cores shared; 52 min): the return against random play, sampled, -0.03 (updates 1-10:
+43% wins, 47% losses) -> 0.50 (updates 351-400: 71% wins, 21% losses); docs/results.md.
 """
 
 from jaxmarl_llm.tokenizers import GAMES_BPE
@@ -28,7 +30,7 @@ def get_config():
     c.num_envs = 32
     c.lr, c.anneal_lr, c.ent_coef = 1e-3, True, 0.01
     c.critic.lr = 1e-2
-    c.total_episodes = 32 * 300
+    c.total_episodes = 32 * 400
     c.run.out_dir = "runs/textarena_tic_tac_toe"
     c.run.updates_per_chunk = 10
     return c
