@@ -38,6 +38,27 @@ def _moves(env, cells: np.ndarray, unparsable: np.ndarray):
             jnp.asarray(np.repeat(length[:, :, None], 2, axis=2)))
 
 
+def _plays_like_ours(jitted, other, keys, ours, theirs, info_keys):
+    """Drive our jitted game with replies `ours` and `other` with `theirs` ((tokens, lengths) [T, N, 2, M]), the
+    same games: before every move the same legal moves in the games still on, after it the same ends, rewards and
+    `info_keys`. Returns the two final states and how many games ended."""
+    step_j, step_o = jax.jit(jax.vmap(jitted.step)), jax.jit(jax.vmap(other.step))
+    (_, sj), (_, so) = jax.vmap(jitted.reset)(keys), jax.vmap(other.reset)(keys)
+    ends = 0
+    for t in range(ours[0].shape[0]):
+        live = ~np.asarray(sj.done)
+        np.testing.assert_array_equal(np.asarray(jax.vmap(jitted.candidate_mask)(sj))[live],
+                                      np.asarray(jax.vmap(other.candidate_mask)(so))[live], err_msg=f"move {t}")
+        _, sj, rj, tj, _, ij = step_j(keys, sj, TextAction(ours[0][t], ours[1][t]))
+        _, so, ro, to, _, io = step_o(keys, so, TextAction(theirs[0][t], theirs[1][t]))
+        np.testing.assert_array_equal(np.asarray(tj), np.asarray(to), err_msg=f"ends after move {t}")
+        np.testing.assert_array_equal(np.asarray(rj), np.asarray(ro), err_msg=f"rewards after move {t}")
+        for k in info_keys:
+            np.testing.assert_array_equal(np.asarray(ij[k]), np.asarray(io[k]), err_msg=f"{k} after move {t}")
+        ends += int(np.asarray(tj).all(-1)[live].sum())
+    return sj, so, ends
+
+
 @pytest.mark.parametrize("tokenizer", ["char", GAMES_BPE])
 def test_python_tic_tac_toe_equals_the_jitted_game_move_for_move(tokenizer):
     """Random cells (many taken: illegal) and some unparsable replies, 9 moves of 24 games: the same rewards,
@@ -222,26 +243,14 @@ def test_textarena_tic_tac_toe_through_the_bridge_plays_our_rules():
     rng = np.random.default_rng(2)
     n = 12
     cells = np.stack([rng.permutation(9) for _ in range(n)], 1)  # [9, n]
-    ours, ours_len = _moves(jitted, cells, np.zeros((9, n), bool))
+    ours = _moves(jitted, cells, np.zeros((9, n), bool))
     table = arena.codec.table([f"[{c}]" for c in range(9)], width=arena.max_action_tokens)
-    theirs = jnp.asarray(np.repeat(np.asarray(table.ids)[cells][:, :, None], 2, axis=2))
-    theirs_len = jnp.asarray(np.repeat(np.asarray(table.lens)[cells][:, :, None], 2, axis=2))
+    theirs = (jnp.asarray(np.repeat(np.asarray(table.ids)[cells][:, :, None], 2, axis=2)),
+              jnp.asarray(np.repeat(np.asarray(table.lens)[cells][:, :, None], 2, axis=2)))
     keys = jax.random.split(jax.random.PRNGKey(0), n)
-    step_j, step_a = jax.jit(jax.vmap(jitted.step)), jax.jit(jax.vmap(arena.step))
-    (_, sj), (obs_a, sa) = jax.vmap(jitted.reset)(keys), jax.vmap(arena.reset)(keys)
+    obs_a, _ = jax.vmap(arena.reset)(keys)
     assert "Tic Tac Toe" in arena.codec.decode(np.asarray(obs_a.tokens[0, 0, : obs_a.length[0, 0]]))
-    ends = 0
-    for t in range(9):
-        live = ~np.asarray(sj.done)
-        np.testing.assert_array_equal(np.asarray(jax.vmap(jitted.candidate_mask)(sj))[live],
-                                      np.asarray(jax.vmap(arena.candidate_mask)(sa))[live], err_msg=f"move {t}")
-        _, sj, rj, tj, _, ij = step_j(keys, sj, TextAction(ours[t], ours_len[t]))
-        _, sa, ra, ta_, _, ia = step_a(keys, sa, TextAction(theirs[t], theirs_len[t]))
-        np.testing.assert_array_equal(np.asarray(tj), np.asarray(ta_), err_msg=f"ends after move {t}")
-        np.testing.assert_array_equal(np.asarray(rj), np.asarray(ra), err_msg=f"rewards after move {t}")
-        for k in ("won", "draw"):
-            np.testing.assert_array_equal(np.asarray(ij[k]), np.asarray(ia[k]), err_msg=f"{k} after move {t}")
-        ends += int(np.asarray(tj).all(-1)[live].sum())
+    sj, _, ends = _plays_like_ours(jitted, arena, keys, ours, theirs, ("won", "draw"))
     assert ends == n and np.asarray(sj.done).all()
 
 
@@ -300,20 +309,11 @@ def test_pettingzoo_tic_tac_toe_through_the_bridge_plays_our_rules():
     rng = np.random.default_rng(5)
     n = 10
     cells = np.stack([rng.permutation(9) for _ in range(n)], 1)
-    moves, lengths = _moves(jitted, cells, np.zeros((9, n), bool))
+    moves = _moves(jitted, cells, np.zeros((9, n), bool))
     keys = jax.random.split(jax.random.PRNGKey(0), n)
-    step_j, step_p = jax.jit(jax.vmap(jitted.step)), jax.jit(jax.vmap(pz.step))
-    (_, sj), (obs, sp) = jax.vmap(jitted.reset)(keys), jax.vmap(pz.reset)(keys)
+    obs, _ = jax.vmap(pz.reset)(keys)
     assert pz.codec.decode(np.asarray(obs.tokens[0, 0, : obs.length[0, 0]])) == "You are X.\n1|2|3\n4|5|6\n7|8|9\nYour move.\n"
-    for t in range(9):
-        live = ~np.asarray(sj.done)
-        np.testing.assert_array_equal(np.asarray(jax.vmap(jitted.candidate_mask)(sj))[live],
-                                      np.asarray(jax.vmap(pz.candidate_mask)(sp))[live], err_msg=f"move {t}")
-        _, sj, rj, tj, _, ij = step_j(keys, sj, TextAction(moves[t], lengths[t]))
-        _, sp, rp, tp, _, ip = step_p(keys, sp, TextAction(moves[t], lengths[t]))
-        np.testing.assert_array_equal(np.asarray(tj), np.asarray(tp), err_msg=f"ends after move {t}")
-        np.testing.assert_array_equal(np.asarray(rj), np.asarray(rp), err_msg=f"rewards after move {t}")
-        np.testing.assert_array_equal(np.asarray(ij["won"]), np.asarray(ip["won"]), err_msg=f"won after move {t}")
+    _, sp, _ = _plays_like_ours(jitted, pz, keys, moves, moves, ("won",))
     assert np.asarray(sp.done).all()
 
 

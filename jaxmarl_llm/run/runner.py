@@ -229,7 +229,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
         league = cross_play.from_metrics(rows)
         if league is not None:  # in-graph cross-play: each player's rating over the run, the last table
             results, elo = league
-            rated = {name: _played(rows, f"eval/rating/{name}") for name in results.names}
+            rated = {name: _played(rows, cross_play.METRIC_PREFIXES[0] + name) for name in results.names}
             plot_curves(rated, os.path.join(out_dir, "ratings_curve.png"), "Elo (cross-play)", title, markers=True)
             cross_play.plot_scores(results, elo, os.path.join(out_dir, "cross_play.png"), title)
     return {"state": state, "metrics": last, "out_dir": out_dir}

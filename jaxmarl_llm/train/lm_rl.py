@@ -336,7 +336,7 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
         if plan.eval_cross_play:  # the pool as refresh_pool left it after the previous update
             loras = jax.tree.map(lambda x, p: jnp.concatenate([x[:1], p]), trainable["lora"],
                                  lm_seats.pool_by_age(plan, pool, step - 1))  # [1 + P, ...]
-            out.update(cross_play.league_metrics(names, *league(weights, loras), plan.eval_cross_play // 2 * 2))
+            out.update(cross_play.league_metrics(names, *league(weights, loras), plan.eval_cross_play))
         return {f"eval/{k}": v for k, v in out.items()}, total
 
     def skipped():

@@ -20,6 +20,7 @@ stops the run with `HostEnvError` naming the game, the episode and its seed (exp
 from __future__ import annotations
 
 import collections
+import dataclasses
 import concurrent.futures
 import threading
 import time
@@ -66,11 +67,12 @@ class HostState(TextState):
     valid: jax.Array  # [A, K] bool: the candidates legal now (K = 0 without candidates)
 
 
-class _Episode(NamedTuple):
+@dataclasses.dataclass
+class _Episode:
     game: HostGame
     seed: int
-    mover: list[int]  # [1]: the player to move
-    turn: list[int]  # [1]: moves played
+    mover: int  # the player to move
+    turn: int = 0  # moves played
 
 
 class HostTextEnv(TextEnv):
@@ -99,17 +101,33 @@ class HostTextEnv(TextEnv):
         self.lock = threading.Lock()  # devices call from their own threads
         self.host_batches: list[int] = []  # the batch of every host call (reset and step), in order
         self.host_seconds = 0.0  # time spent in host calls (what the bridge costs an update)
-        a, lp, k = self.num_agents, self.capacity, len(self.candidates)
-        self._reset = batched(self._host_reset, lambda n: (
-            jax.ShapeDtypeStruct((n,), jnp.int32), jax.ShapeDtypeStruct((n, a, lp), jnp.int32),
-            jax.ShapeDtypeStruct((n, a), jnp.int32), jax.ShapeDtypeStruct((n, a), bool),
-            jax.ShapeDtypeStruct((n, a), bool), jax.ShapeDtypeStruct((n, a, k), bool)))
-        self._step_host = batched(self._host_step, lambda n: {
-            "pieces": jax.ShapeDtypeStruct((n, a, self.turn_tokens), jnp.int32),
-            "lens": jax.ShapeDtypeStruct((n, a), jnp.int32), "cut": jax.ShapeDtypeStruct((n, a), bool),
-            "reward": jax.ShapeDtypeStruct((n, a), jnp.float32), "done": jax.ShapeDtypeStruct((n,), bool),
-            "active": jax.ShapeDtypeStruct((n, a), bool), "valid": jax.ShapeDtypeStruct((n, a, k), bool),
-            "info": {k: jax.ShapeDtypeStruct((n, a), bool) for k in self.info_keys}})
+        self._reset = batched(self._host_reset, self._reset_shapes)
+        self._step_host = batched(self._host_step, self._step_shapes)
+
+    def _reset_shapes(self, n: int) -> dict:
+        """What a reset of n games returns: each handle, each player's opening text (`tokens`, `lens`, `cut`), the
+        mover, the legal candidates."""
+        a, k = self.num_agents, len(self.candidates)
+        return {"handle": jax.ShapeDtypeStruct((n,), jnp.int32),
+                "tokens": jax.ShapeDtypeStruct((n, a, self.capacity), jnp.int32),
+                "lens": jax.ShapeDtypeStruct((n, a), jnp.int32), "cut": jax.ShapeDtypeStruct((n, a), bool),
+                "active": jax.ShapeDtypeStruct((n, a), bool), "valid": jax.ShapeDtypeStruct((n, a, k), bool)}
+
+    def _step_shapes(self, n: int) -> dict:
+        """What a step of n games returns: each player's new text (`tokens`, `lens`, `cut`), rewards, ends, the next
+        mover, the legal candidates, the info flags."""
+        a, k = self.num_agents, len(self.candidates)
+        return {"tokens": jax.ShapeDtypeStruct((n, a, self.turn_tokens), jnp.int32),
+                "lens": jax.ShapeDtypeStruct((n, a), jnp.int32), "cut": jax.ShapeDtypeStruct((n, a), bool),
+                "reward": jax.ShapeDtypeStruct((n, a), jnp.float32), "done": jax.ShapeDtypeStruct((n,), bool),
+                "active": jax.ShapeDtypeStruct((n, a), bool), "valid": jax.ShapeDtypeStruct((n, a, k), bool),
+                "info": {key: jax.ShapeDtypeStruct((n, a), bool) for key in self.info_keys}}
+
+    def _empty(self, shapes: dict) -> dict:
+        """Host arrays for `shapes`: zeros, text rows of pad (an appended piece is pad past its length)."""
+        out = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)
+        out["tokens"][:] = self.codec.pad_id
+        return out
 
     @property
     def default_params(self) -> TextParams:
@@ -118,11 +136,11 @@ class HostTextEnv(TextEnv):
     # ---- the compiled side --------------------------------------------------------------------------------
     def reset(self, key, params=None):
         data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-        handle, tokens, length, active, cut, valid = self._reset(data.astype(jnp.uint32))
+        out = self._reset(data.astype(jnp.uint32))
         buf = jnp.full((self.num_agents, self.capacity + self.slack), self.codec.pad_id, self.dtype)
-        buf = buf.at[:, : self.capacity].set(tokens.astype(self.dtype))
-        state = HostState(buf=buf, length=length, active=active, turn=jnp.int32(0), done=jnp.bool_(False),
-                          overflow=cut, handle=handle, valid=valid)
+        buf = buf.at[:, : self.capacity].set(out["tokens"].astype(self.dtype))
+        state = HostState(buf=buf, length=out["lens"], active=out["active"], turn=jnp.int32(0), done=jnp.bool_(False),
+                          overflow=out["cut"], handle=out["handle"], valid=out["valid"])
         return self.get_obs(state), state
 
     def candidate_mask(self, state) -> jax.Array:
@@ -132,15 +150,19 @@ class HostTextEnv(TextEnv):
     def _step(self, key, state, tokens, length, params):
         new = self._append(state, tokens, length)  # the mover's reply, in its own transcript
         out = self._step_host(state.handle, state.done, tokens, length)
-        new = self._append(new, out["pieces"], out["lens"])
+        new = self._append(new, out["tokens"], out["lens"])
         new = new.replace(turn=state.turn + 1, active=out["active"], overflow=new.overflow | out["cut"],
                           valid=out["valid"])
         return new, out["reward"], out["done"], jnp.bool_(False), dict(out["info"])
 
     # ---- the host side (numpy in, numpy out; one call per batch) -----------------------------------------
-    def _encode(self, text: str, room: int) -> tuple[list[int], bool]:
-        ids = self.codec.encode(text)
-        return ids[:room], len(ids) > room
+    def _write(self, out: dict, i: int, texts: list[str]) -> None:
+        """Game i's texts, one per player, tokenized into `out`'s rows; a text past the row's room is cut and said."""
+        room = out["tokens"].shape[-1]
+        for p, text in enumerate(texts):
+            ids = self.codec.encode(text)
+            out["tokens"][i, p, : min(len(ids), room)], out["lens"][i, p] = ids[:room], min(len(ids), room)
+            out["cut"][i, p] = len(ids) > room
 
     def _legal(self, game: HostGame) -> np.ndarray:
         """[K] the candidates legal for the player to move (a finished game's answer is read by no one)."""
@@ -152,16 +174,12 @@ class HostTextEnv(TextEnv):
         return mask
 
     def _fail(self, handle: int, episode: _Episode | None, err: Exception) -> HostEnvError:
-        where = f"episode {handle}" + ("" if episode is None else f" (seed {episode.seed}, after {episode.turn[0]} moves)")
+        where = f"episode {handle}" + ("" if episode is None else f" (seed {episode.seed}, after {episode.turn} moves)")
         return HostEnvError(f"host env {self.game_name}: {where}: {type(err).__name__}: {err}")
 
     def _host_reset(self, keys: np.ndarray):
-        n, a = keys.shape[0], self.num_agents
         start = time.perf_counter()
-        handles = np.zeros((n,), np.int32)
-        tokens = np.full((n, a, self.capacity), self.codec.pad_id, np.int32)
-        length, active, cut = np.zeros((n, a), np.int32), np.zeros((n, a), bool), np.zeros((n, a), bool)
-        valid = np.zeros((n, a, len(self.candidates)), bool)
+        out = self._empty(self._reset_shapes(keys.shape[0]))
         with self.lock:
             for i, key in enumerate(keys):
                 seed = (int(key[0]) << 32) | int(key[1])
@@ -169,19 +187,17 @@ class HostTextEnv(TextEnv):
                 game = self.game()
                 try:
                     texts, mover = game.reset(seed)
-                    valid[i] = self._legal(game)
+                    out["valid"][i] = self._legal(game)
                 except Exception as err:
-                    raise self._fail(handle, _Episode(game, seed, [0], [0]), err) from err
-                self.live[handle] = _Episode(game, seed, [int(mover)], [0])
+                    raise self._fail(handle, _Episode(game, seed, 0), err) from err
+                self.live[handle] = _Episode(game, seed, int(mover))
                 while len(self.live) > self.max_live:  # episodes a rollout stopped early are never finished
                     self.live.popitem(last=False)
-                handles[i] = handle
-                active[i, int(mover)] = True
-                for p, text in enumerate(texts):
-                    ids, cut[i, p] = self._encode(text, self.capacity)
-                    tokens[i, p, : len(ids)], length[i, p] = ids, len(ids)
-            self._count(n, start)
-        return handles, tokens, length, active, cut, valid
+                out["handle"][i] = handle
+                out["active"][i, int(mover)] = True
+                self._write(out, i, texts)
+            self._count(keys.shape[0], start)
+        return out
 
     def _count(self, n: int, start: float) -> None:
         self.host_batches.append(n)
@@ -189,10 +205,8 @@ class HostTextEnv(TextEnv):
 
     def _host_step(self, handles: np.ndarray, done: np.ndarray, tokens: np.ndarray, length: np.ndarray):
         start = time.perf_counter()
-        n, a, w = handles.shape[0], self.num_agents, self.turn_tokens
-        out = {"pieces": np.full((n, a, w), self.codec.pad_id, np.int32), "lens": np.zeros((n, a), np.int32),
-               "cut": np.zeros((n, a), bool), "reward": np.zeros((n, a), np.float32), "done": np.zeros((n,), bool),
-               "active": np.zeros((n, a), bool), "valid": np.ones((n, a, len(self.candidates)), bool), "info": {k: np.zeros((n, a), bool) for k in self.info_keys}}
+        n = handles.shape[0]
+        out = self._empty(self._step_shapes(n))  # a finished game's row is left as is: the base step keeps its state
         with self.lock:
             moves = []  # (row, handle, episode, reply) of every game still playing
             for i in range(n):
@@ -203,7 +217,7 @@ class HostTextEnv(TextEnv):
                 if episode is None:
                     raise self._fail(handle, None, KeyError("no such episode on the host (evicted: more than "
                                                             f"max_live={self.max_live} unfinished episodes)"))
-                mover = episode.mover[0]
+                mover = episode.mover
                 moves.append((i, handle, episode, self.codec.decode(tokens[i, mover, : length[i, mover]])))
 
             def play(move):
@@ -217,11 +231,9 @@ class HostTextEnv(TextEnv):
             played = list(self.pool.map(play, moves)) if self.pool is not None else [play(m) for m in moves]
             for (i, handle, episode, _), (turn, legal) in zip(moves, played):
                 out["valid"][i] = legal
-                episode.turn[0] += 1
-                episode.mover[0] = int(turn.next_player)
-                for p, text in enumerate(turn.texts):
-                    ids, out["cut"][i, p] = self._encode(text, w)
-                    out["pieces"][i, p, : len(ids)], out["lens"][i, p] = ids, len(ids)
+                episode.turn += 1
+                episode.mover = int(turn.next_player)
+                self._write(out, i, turn.texts)
                 out["reward"][i] = turn.rewards
                 out["done"][i] = bool(turn.done)
                 for k, v in turn.info.items():
@@ -229,6 +241,6 @@ class HostTextEnv(TextEnv):
                 if turn.done:
                     del self.live[handle]
                 else:
-                    out["active"][i, episode.mover[0]] = True
+                    out["active"][i, episode.mover] = True
             self._count(n, start)
         return out

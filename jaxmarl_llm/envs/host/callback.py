@@ -27,14 +27,14 @@ def batched(fn: Callable[..., Any], shapes: Callable[[int], Any]) -> Callable[..
 
     def host(batch: tuple[int, ...]):
         def run(*args):
-            flat = [np.asarray(a).reshape(math.prod(batch) if batch else 1, *np.shape(a)[len(batch):]) for a in args]
+            flat = [np.asarray(a).reshape(math.prod(batch), *np.shape(a)[len(batch):]) for a in args]  # [B, ...]
             out = fn(*flat)
             return jax.tree.map(lambda x: np.asarray(x).reshape(*batch, *np.shape(x)[1:]), out)
 
         return run
 
     def call(args, batch: tuple[int, ...]):
-        out = shapes(math.prod(batch) if batch else 1)
+        out = shapes(math.prod(batch))  # prod(()) = 1: one game without vmap
         out = jax.tree.map(lambda s: jax.ShapeDtypeStruct((*batch, *s.shape[1:]), s.dtype), out)
         return io_callback(host(batch), out, *args)
 

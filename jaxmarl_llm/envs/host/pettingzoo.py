@@ -34,25 +34,20 @@ class PettingZooGame:
         return self._texts(), self.agents.index(self.env.agent_selection)
 
     def step(self, action: str) -> Turn:
-        mover = self.env.agent_selection
-        mask = np.asarray(self.env.observe(mover)["action_mask"], bool)
-        reply = action.strip()
-        legal = reply in self.replies and mask[self.replies.index(reply)]
-        if not legal:
+        mover, reply, none = self.env.agent_selection, action.strip(), [False] * len(self.agents)
+        if reply not in self.legal():
             rewards = [-1.0 if a == mover else 0.0 for a in self.agents]
-            return Turn([""] * len(self.agents), rewards, True, 0,
-                        {"illegal": [a == mover for a in self.agents], "won": [False] * len(self.agents)})
+            return Turn([""] * len(self.agents), rewards, True, 0, {"illegal": [a == mover for a in self.agents],
+                                                                     "won": none})
         self.env.step(self.replies.index(reply))
-        for a in self.agents:
-            self.returns[a] += float(self.env.rewards.get(a, 0.0))
-        over = all(self.env.terminations.get(a, True) or self.env.truncations.get(a, True) for a in self.agents)
-        if over:
-            r = [self.returns[a] for a in self.agents]
-            return Turn([""] * len(self.agents), [float(self.env.rewards.get(a, 0.0)) for a in self.agents], True, 0,
-                        {"illegal": [False] * len(self.agents), "won": [x > 0 for x in r]})
         rewards = [float(self.env.rewards.get(a, 0.0)) for a in self.agents]
+        for a, r in zip(self.agents, rewards):
+            self.returns[a] += r
+        if all(self.env.terminations.get(a, True) or self.env.truncations.get(a, True) for a in self.agents):
+            return Turn([""] * len(self.agents), rewards, True, 0,
+                        {"illegal": none, "won": [self.returns[a] > 0 for a in self.agents]})
         return Turn(self._texts(), rewards, False, self.agents.index(self.env.agent_selection),
-                    {"illegal": [False] * len(self.agents), "won": [False] * len(self.agents)})
+                    {"illegal": none, "won": none})
 
     def legal(self) -> list[str]:
         mask = np.asarray(self.env.observe(self.env.agent_selection)["action_mask"], bool)
