@@ -237,7 +237,6 @@ def test_textarena_tic_tac_toe_through_the_bridge_plays_our_rules():
     """TextArena's TicTacToe-v0 (its own prompts and parser) and our jitted tic-tac-toe, driven by the same legal
     games (TextArena's cell c is our `Move: c+1`; its player 0 moves first, as our X): the same legal moves before
     every move, the same ends, winners and rewards."""
-    pytest.importorskip("textarena")
     jitted, arena = make("text/tic_tac_toe"), make("host/textarena", game="TicTacToe-v0", capacity=8192,
                                                       turn_tokens=1024)  # one id per character
     rng = np.random.default_rng(2)
@@ -257,7 +256,6 @@ def test_textarena_tic_tac_toe_through_the_bridge_plays_our_rules():
 def test_textarena_against_its_random_player_is_one_agent_in_either_seat():
     """opponent="random": one agent, seated by the seed; the game plays the other seat with legal moves, so every
     game ends with a result (won / drawn / lost by the learner) and a reward of +1 / 0 / -1."""
-    pytest.importorskip("textarena")
     env = make("host/textarena", game="TicTacToe-v0", opponent="random", capacity=8192, turn_tokens=4096)
     assert env.num_agents == 1
     n = 8
@@ -281,7 +279,6 @@ def test_textarena_against_its_random_player_is_one_agent_in_either_seat():
 def test_the_textarena_config_trains_through_the_bridge():
     """configs/textarena_tic_tac_toe.py as the CLI loads it, shrunk (a 1-layer model, 4 games): an update plays
     TextArena's games to their end on legal moves only and learns from them."""
-    pytest.importorskip("textarena")
     import os
 
     from jaxmarl_llm.run.cli import load_config_file
@@ -303,7 +300,6 @@ def test_the_textarena_config_trains_through_the_bridge():
 def test_pettingzoo_tic_tac_toe_through_the_bridge_plays_our_rules():
     """PettingZoo's classic tic-tac-toe (an AEC env, array observations drawn as a board) and our jitted game,
     driven by the same legal games: the same legal moves before every move, the same ends, winners and rewards."""
-    pytest.importorskip("pettingzoo.classic")
     jitted, pz = make("text/tic_tac_toe"), make("host/pettingzoo_tic_tac_toe")
     assert pz.action_candidates == jitted.action_candidates  # `Move: 1` .. `Move: 9`
     rng = np.random.default_rng(5)
@@ -388,7 +384,6 @@ def test_a_run_through_the_bridge_killed_and_resumed_is_the_run_never_interrupte
 def test_five_textarena_games_play_to_their_end_through_the_bridge(game, replies):
     """Each game with its own prompt and parser, free-text replies cycling through a fixed list: both games of
     the batch end within 40 moves, with TextArena's rewards."""
-    pytest.importorskip("textarena")
     env = make("host/textarena", game=game, tokenizer=build_tokenizer(GAMES_BPE), capacity=8192, turn_tokens=4096,
                candidates=())
     keys = jax.random.split(jax.random.PRNGKey(7), 2)
