@@ -25,14 +25,16 @@ with their intervals overflow 256 tokens). Measured: held-out success on the ful
 with `--config.env_kwargs.bonus=expected` (each guess paid the bits it removes in expectation over the secrets
 still possible, not those of the actual secret) 1.46%: the guesses leave the stated interval after two or three
 answers (the run's transcripts.jsonl); the same at width 128 (`--config.model.hidden_size=128
---config.model.intermediate_size=256 --config.model.num_heads=8`, both stages) 4.9%.
+--config.model.intermediate_size=256 --config.model.num_heads=8`, both stages) 4.9%; at width 128 with
+`--config.env_kwargs.bonus=worst` (the bits removed whichever the answer: sharp at the midpoint) and
+`--config.gamma=0` 0.98%.
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 # prompt 57 BPE tokens + 10 x (a guess <= 7 + end + an answer <= 5) fits 200; an invalid reply's answer is 24
 ENV = {"capacity": 256, "max_action_tokens": 8, "exact": True, "sizes": (1024,), "say_range": False,
-       "bonus": "found"}  # bonus: what info_bonus pays (envs/text/guess_number.py): the bits found, or "expected"
+       "bonus": "found"}  # bonus: what info_bonus pays (envs/text/guess_number.py): the bits found, "expected" or "worst"
 MODEL = {"max_position_embeddings": 272}
 
 

@@ -88,6 +88,27 @@ def test_python_tic_tac_toe_equals_the_jitted_game_move_for_move(tokenizer):
     assert np.asarray(jnp.stack([x[5]["format_error"] for x in a[1:]])).any()  # some games end unparsable
 
 
+def test_a_host_game_inside_a_mixture_plays_as_alone_and_only_where_drawn():
+    """text/mixture of a jitted game and a host game: the host builds a game only for the episodes that draw it
+    (no idle games left on the host), and each of those plays exactly as the host game alone from the same key."""
+    mixture = make("text/mixture", games=("text/kuhn_poker", "host/tic_tac_toe"))
+    host_alone = make("host/tic_tac_toe")
+    n = 16
+    keys = jax.random.split(jax.random.PRNGKey(2), n)
+    rng = np.random.default_rng(1)
+    cells = np.stack([rng.permutation(9) for _ in range(n)], 1)  # [9, N] legal moves only
+    moves, lengths = _moves(make("text/tic_tac_toe"), cells, np.zeros((9, n), bool))
+    mixed, m_state = _play(mixture, keys, moves, lengths)
+    alone, _ = _play(host_alone, keys, moves, lengths)
+    drawn = np.asarray(m_state.game) == 1
+    hosted = mixture.games[1]
+    assert 0 < drawn.sum() < n and hosted.games_started == drawn.sum() and not hosted.live  # every game finished
+    for t, (x, y) in enumerate(zip(mixed[1:], alone[1:])):
+        for name, u, v in zip(("reward", "terminated", "truncated"), x[2:5], y[2:5]):
+            np.testing.assert_array_equal(np.asarray(u)[drawn], np.asarray(v)[drawn], err_msg=f"{name} after {t}")
+    assert np.asarray(mixed[-1][5]["game_tic_tac_toe"]).shape == (n, 2)
+
+
 class _Digits:
     """A test game: each of 3 turns the player to move earns the share of digits in its reply."""
 

@@ -316,19 +316,20 @@ def test_twenty_questions_guess_last_leaves_only_guesses_on_the_last_turn():
     assert not bool(out.info["format_error"][0]) and float(out.reward[0]) == 1.0 and bool(out.terminated[0])
 
 
-def test_guess_number_expected_bonus_is_the_mean_over_the_possible_secrets_by_brute_force():
-    """bonus="expected": each guess earns b x the bits it removes averaged over every secret the answers so far
-    allow (counted here by brute force), the same whatever the true secret; the midpoint earns the most; a guess
-    outside the interval or a refused reply earns nothing extra."""
+@pytest.mark.parametrize("bonus,over_secrets", [("expected", np.mean), ("worst", np.min)])
+def test_guess_number_split_bonus_is_the_mean_or_least_over_the_possible_secrets_by_brute_force(bonus, over_secrets):
+    """bonus="expected" / "worst": each guess earns b x the bits it removes averaged over (the least over) every
+    secret the answers so far allow (counted here by brute force), the same whatever the true secret; the midpoint
+    earns the most; a guess outside the interval or a refused reply earns nothing extra."""
     b = 0.5
-    env, plain = GuessNumber(split="all", info_bonus=b, bonus="expected"), GuessNumber(split="all")
+    env, plain = GuessNumber(split="all", info_bonus=b, bonus=bonus), GuessNumber(split="all")
     step, step0 = jax.jit(env.step), jax.jit(plain.step)
 
     def brute(low, high, g):
         secrets = np.arange(low, high + 1)
         left = np.where(secrets < g, g - low, np.where(secrets > g, high - g, 0))  # what each answer leaves
         n = len(secrets)
-        return np.mean([np.log2(n) - (np.log2(m) if m else 0.0) for m in left]) / 10 if low <= g <= high else 0.0
+        return over_secrets([np.log2(n) - (np.log2(m) if m else 0.0) for m in left]) / 10 if low <= g <= high else 0.0
 
     for secret, low, high in ((700, 0, 1023), (700, 513, 767), (5, 3, 9), (9, 9, 9)):
         for g in sorted({low, high, (low + high) // 2, min(high + 3, 1023), max(low - 1, 0), 700}):

@@ -290,12 +290,41 @@ def random_questions(env, noise: float = 0.0, guess_chance: float = 0.0) -> Scri
     return stateless(act)
 
 
+def tool_user(env, noise: float = 0.0) -> Script:
+    """Calculator: call `calc: A*B` on the problem's operands, then answer the calculator's result (without a
+    tool, answer the product at once); `noise`: a call on random operands instead (played, not a target)."""
+
+    def act(key, memory, state):
+        k_explore, k_operands = jax.random.split(key)
+        explore = jax.random.uniform(k_explore) < noise
+        called = (state.result == state.a * state.b) | (not env.tool)  # without a tool: answer at once
+        answer = env.answer_action(state.a * state.b)
+        x, y = jax.random.randint(k_operands, (2,), state.low, state.high + 1)
+        call = env.call_action(jnp.where(explore, x, state.a), jnp.where(explore, y, state.b))
+        action = jax.tree.map(lambda a, c: jnp.where(called, a, c), answer, call)
+        return action, (called | ~explore)[None], memory
+
+    return stateless(act)
+
+
+def random_tool(env, noise: float = 0.0) -> Script:
+    """Calculator: each turn a call on random operands or a random answer (a coin; the last turn answers),
+    deaf to the problem and to what the calculator said."""
+    del noise
+
+    def act(key, memory, state):
+        return env.random_action(key, state), jnp.ones((env.num_agents,), bool), memory
+
+    return stateless(act)
+
+
 SCRIPTS: dict[str, Callable[..., Script]] = {
     "text/guess_number": binary_search, "text/arithmetic": exact_answer, "text/tic_tac_toe": minimax_selfplay,
-    "text/twenty_questions": greedy_splitter, "text/debate": marker_debater,
+    "text/twenty_questions": greedy_splitter, "text/debate": marker_debater, "text/calculator": tool_user,
 }
 RANDOM_PLAYERS: dict[str, Callable[..., Script]] = {
     "text/tic_tac_toe": random_cell, "text/guess_number": random_guess, "text/twenty_questions": random_questions,
+    "text/calculator": random_tool,
 }
 # config.teacher: who plays the SFT rows, the game's expert or a random legal player (format only)
 TEACHERS: dict[str, dict[str, Callable[..., Script]]] = {"expert": SCRIPTS, "random": RANDOM_PLAYERS}

@@ -27,6 +27,7 @@ _REGISTRY: dict[str, str] = {
     "text/debate": "jaxmarl_llm.envs.text.debate:Debate",
     "text/cooperative_writing": "jaxmarl_llm.envs.text.cooperative_writing:CooperativeWriting",
     "text/arithmetic": "jaxmarl_llm.envs.text.arithmetic:Arithmetic",
+    "text/calculator": "jaxmarl_llm.envs.text.calculator:Calculator",
     "text/tokenized_mpe": "jaxmarl_llm.envs.text.tokenized_mpe:TokenizedMPE",
     "host/tic_tac_toe": "jaxmarl_llm.envs.host.tic_tac_toe:HostTicTacToe",
     "host/textarena": "jaxmarl_llm.envs.host.textarena:TextArenaEnv",

@@ -81,6 +81,7 @@ class HostTextEnv(TextEnv):
     `workers` threads step the games of a batch side by side."""
 
     max_movers = 1  # one player moves per step
+    on_host = True  # reset takes `live`: a mixture resets the games an episode does not play without the host
 
     def __init__(self, game: Callable[[], HostGame], name: str, agents: tuple[str, ...], tokenizer, capacity: int,
                  max_action_tokens: int, turn_tokens: int, info_keys: tuple[str, ...] = (), max_live: int = 1 << 16,
@@ -101,6 +102,7 @@ class HostTextEnv(TextEnv):
         self.lock = threading.Lock()  # devices call from their own threads
         self.host_batches: list[int] = []  # the batch of every host call (reset and step), in order
         self.host_seconds = 0.0  # time spent in host calls (what the bridge costs an update)
+        self.games_started = 0  # games built on the host (live resets)
         self._reset = batched(self._host_reset, self._reset_shapes)
         self._step_host = batched(self._host_step, self._step_shapes)
 
@@ -134,12 +136,15 @@ class HostTextEnv(TextEnv):
         return TextParams(max_steps=1 << 30)  # the game says when it ends
 
     # ---- the compiled side --------------------------------------------------------------------------------
-    def reset(self, key, params=None):
+    def reset(self, key, params=None, live: jax.Array | bool = True):
+        """A fresh game on the host; `live=False`: none (an empty, finished episode that steps never send to the
+        host: a mixture's games that this episode does not play)."""
         data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-        out = self._reset(data.astype(jnp.uint32))
+        live = jnp.asarray(live, bool)
+        out = self._reset(data.astype(jnp.uint32), live)
         buf = jnp.full((self.num_agents, self.capacity + self.slack), self.codec.pad_id, self.dtype)
         buf = buf.at[:, : self.capacity].set(out["tokens"].astype(self.dtype))
-        state = HostState(buf=buf, length=out["lens"], active=out["active"], turn=jnp.int32(0), done=jnp.bool_(False),
+        state = HostState(buf=buf, length=out["lens"], active=out["active"], turn=jnp.int32(0), done=~live,
                           overflow=out["cut"], handle=out["handle"], valid=out["valid"])
         return self.get_obs(state), state
 
@@ -177,11 +182,15 @@ class HostTextEnv(TextEnv):
         where = f"episode {handle}" + ("" if episode is None else f" (seed {episode.seed}, after {episode.turn} moves)")
         return HostEnvError(f"host env {self.game_name}: {where}: {type(err).__name__}: {err}")
 
-    def _host_reset(self, keys: np.ndarray):
+    def _host_reset(self, keys: np.ndarray, live: np.ndarray):
         start = time.perf_counter()
         out = self._empty(self._reset_shapes(keys.shape[0]))
+        out["handle"][:] = -1
         with self.lock:
             for i, key in enumerate(keys):
+                if not live[i]:
+                    continue
+                self.games_started += 1
                 seed = (int(key[0]) << 32) | int(key[1])
                 handle, self.count = self.count, (self.count + 1) & 0x7FFFFFFF
                 game = self.game()

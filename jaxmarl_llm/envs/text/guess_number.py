@@ -25,7 +25,10 @@ correct guess removes what is left. A round's bonus is b x the share of the 10 b
 is the guess that removes the most in expectation, so the bonus grades each guess by the skill a win needs.
 `bonus="expected"` pays instead the bits the guess removes in expectation over the secrets the answers so far
 allow (`expected_bits_removed`): the same total for bisection, but a function of the split alone, not of the
-secret, so a policy cannot earn it by fitting where the training secrets lie.
+secret, so a policy cannot earn it by fitting where the training secrets lie. `bonus="worst"` pays the bits it
+removes whatever the answer (`worst_case_bits_removed`, the larger side's): also a function of the split alone, and
+sharp at the midpoint (a guess 10% off it earns 0.97 of the expected bonus's best, 0.74 of this one's), so it
+grades the exactness a win in 10 guesses needs.
 
 `sizes=(16, 64, 256, 1024)` is a curriculum by mixture: each episode draws its range 0..n-1 uniformly from
 `sizes` (the prompt says which; the secret is a training secret below n; the bonus counts bits of that range, so
@@ -53,7 +56,8 @@ PROMPT = (
 RANGE_WORDS = ("It is from ", " to ", ".\n")  # say_range: the interval the answers so far leave
 FEEDBACK = ("\nToo high.\n", "\nToo low.\n", "\nCorrect!\n", "\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\n")
 TOO_HIGH, TOO_LOW, CORRECT, INVALID = range(4)
-BONUSES = ("found", "expected")  # info_bonus grades a guess by the bits its answer removed, or removes in expectation
+BONUSES = ("found", "expected", "worst")  # info_bonus pays the bits a guess's answer removed, or removes in expectation
+# over the secrets still possible, or removes at least (whichever the answer)
 
 
 def secret_split(test_fraction: float = 0.2, seed: int = 0) -> dict[str, np.ndarray]:
@@ -85,6 +89,20 @@ def expected_bits_removed(low, high, guess, ok, size=NUM_VALUES) -> jax.Array:
     inside = ok & (guess >= low) & (guess <= high)
     expected = side(guess - low) + side(high - guess) + log_n / n
     return jnp.where(inside, expected, 0.0) / jnp.log2(jnp.float32(size))
+
+
+def worst_case_bits_removed(low, high, guess, ok, size=NUM_VALUES) -> jax.Array:
+    """[] float32: the bits a guess removes whatever the answer, over log2 `size`: log2 n less log2 of its larger
+    side (all of log2 n when no secret is left beside it). Largest at the midpoint and falling linearly in the larger
+    side away from it; 0 outside [low, high] or for a refused reply; a function of the split, not of the secret."""
+    n = jnp.maximum(high - low + 1, 1).astype(jnp.float32)
+    larger = jnp.maximum(guess - low, high - guess).astype(jnp.float32)
+    removed = jnp.log2(n) - jnp.log2(jnp.maximum(larger, 1.0))
+    inside = ok & (guess >= low) & (guess <= high)
+    return jnp.where(inside, removed, 0.0) / jnp.log2(jnp.float32(size))
+
+
+BONUS_OF_SPLIT = {"expected": expected_bits_removed, "worst": worst_case_bits_removed}
 
 
 @struct.dataclass
@@ -180,8 +198,9 @@ class GuessNumber(TextEnv):
         if self.info_bonus and self.bonus == "found":
             reward = reward + self.info_bonus * interval_bits_removed(state.low, state.high, low, high, correct,
                                                                       state.size)
-        elif self.info_bonus:  # "expected": the split's worth, whatever the secret
-            reward = reward + self.info_bonus * expected_bits_removed(state.low, state.high, value, ok, state.size)
+        elif self.info_bonus:  # "expected" / "worst": the split's worth, whatever the secret
+            reward = reward + self.info_bonus * BONUS_OF_SPLIT[self.bonus](state.low, state.high, value, ok,
+                                                                           state.size)
         new = self._append(state, tokens, length)
         new = self._append_table(new, self.feedback, outcome[None])
         if self.say_range:  # "It is from 513 to 1023." after a wrong guess

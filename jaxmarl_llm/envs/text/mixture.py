@@ -148,7 +148,9 @@ class GameMixture(TextEnv):
 
     def reset(self, key, params=None):
         game = self.draw_game(key)
-        outs = [g.reset(key) for g in self.games]
+        # a game on the host is built only where it is played (the others' steps never reach the host)
+        outs = [g.reset(key, live=game == i) if getattr(g, "on_host", False) else g.reset(key)
+                for i, g in enumerate(self.games)]
         state = self._mirror(game, tuple(s for _, s in outs), [o for o, _ in outs])
         return self.get_obs(state), state
 

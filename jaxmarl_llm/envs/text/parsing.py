@@ -91,16 +91,27 @@ def parse_int(
     """
     if max_digits > 9:
         raise ValueError("max_digits <= 9 keeps the value in int32")
-    size = chars.shape[0]
-    pos = jnp.arange(size)
     if keyword is None:
         found, after = jnp.bool_(True), jnp.int32(0)
     else:
         found, after = find_keyword(chars, n, keyword)
+    value, ok, end = _int_from(chars, n, after, max_digits, signed)
+    ok = found & ok
+    if exact:
+        begin = after - (len(keyword) if keyword is not None else 0)
+        ok = ok & _blank_outside(chars, n, begin, end)
+    return jnp.where(ok, value, 0).astype(jnp.int32), ok
+
+
+def _int_from(chars: jax.Array, n: jax.Array, after: jax.Array, max_digits: int, signed: bool
+              ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The integer at the first character from `after` on that is not a space, ':' or '=': (value, ok, one past its
+    last digit). ok: 1..max_digits digits there."""
+    size = chars.shape[0]
+    pos = jnp.arange(size)
     skip = (chars == SPACE) | (chars == _COLON) | (chars == _EQUAL)
     start_ok = (pos >= after) & ~skip & (pos < n)
     q = jnp.argmax(start_ok)
-    found = found & start_ok.any()
     width = max_digits + 2
     idx = q + jnp.arange(width)
     window = jnp.where((idx < n) & (idx < size), chars[jnp.minimum(idx, size - 1)], NONE)  # [D+2]
@@ -108,17 +119,38 @@ def parse_int(
     digits = jnp.where(neg, window[1:], window[:-1])  # [D+1]
     run = jnp.cumprod(is_digit(digits).astype(jnp.int32))
     nd = run.sum()
-    ok = found & (nd >= 1) & (nd <= max_digits)
+    ok = start_ok.any() & (nd >= 1) & (nd <= max_digits)
     place = jnp.where(run.astype(bool), nd - 1 - jnp.arange(max_digits + 1), 0)
     powers = jnp.asarray(10, jnp.int32) ** jnp.clip(place, 0, max_digits - 1)
     value = jnp.sum(jnp.where(run.astype(bool), (digits - _ZERO) * powers, 0))
     value = jnp.where(neg, -value, value)
-    if exact:
-        blank = (chars == SPACE) | (chars == NONE) | (pos >= n)  # whitespace is SPACE, a special token NONE
-        begin = after - (len(keyword) if keyword is not None else 0)
-        end = q + nd + neg.astype(jnp.int32)  # one past the last digit
-        ok = ok & jnp.all(blank | (pos >= begin) & (pos < end))
-    return jnp.where(ok, value, 0).astype(jnp.int32), ok
+    return value, ok, q + nd + neg.astype(jnp.int32)
+
+
+def _blank_outside(chars: jax.Array, n: jax.Array, begin: jax.Array, end: jax.Array) -> jax.Array:
+    """[] bool: every character outside [begin, end) is whitespace (a special token reads as NONE)."""
+    pos = jnp.arange(chars.shape[0])
+    blank = (chars == SPACE) | (chars == NONE) | (pos >= n)
+    return jnp.all(blank | (pos >= begin) & (pos < end))
+
+
+def parse_call(chars: jax.Array, n: jax.Array, keyword: str, ops: str, max_digits: int = 9
+               ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """A tool call `keyword: A op B` and nothing else (spaces aside), e.g. 'calc: 37*91' with ops "+-*" ->
+    (37, 2, 91, True): (a, the op's index in `ops`, b, ok). Malformed -> ok False (the numbers are then 0)."""
+    found, after = find_keyword(chars, n, keyword)
+    a, ok_a, end_a = _int_from(chars, n, after, max_digits, signed=False)
+    pos = jnp.arange(chars.shape[0])
+    q = jnp.argmax((pos >= end_a) & (chars != SPACE))  # the first character after A that is not a space
+    sign = chars[q]
+    op = jnp.argmax(sign == jnp.asarray(text_codes(ops)))
+    ok_op = jnp.any(sign == jnp.asarray(text_codes(ops))) & (pos >= end_a).any() & (q < n)
+    b, ok_b, end_b = _int_from(chars, n, q + 1, max_digits, signed=False)
+    # B must follow the op (only spaces between): _int_from skips ':' and '=' too, which a call must not have
+    between = (pos > q) & (pos < end_b) & ~is_digit(chars)
+    no_gap = ~jnp.any(between & (chars != SPACE))
+    ok = found & ok_a & ok_op & ok_b & no_gap & _blank_outside(chars, n, after - len(keyword), end_b)
+    return jnp.where(ok, a, 0), jnp.where(ok, op, 0), jnp.where(ok, b, 0), ok
 
 
 _B1, _B2 = 131, 1000003

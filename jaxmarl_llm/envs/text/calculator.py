@@ -1,0 +1,222 @@
+"""Calculator: a product too long to work out in one's head, and a tool that works it out.
+
+One agent, up to `max_turns` replies. The prompt asks for `A * B` (each operand `digits` digits long; one digit:
+2..9, no product a constant answer finds; `digits=(1, 2, 3, 4)`, a curriculum by mixture, draws each episode's
+length from the tuple, so short problems teach what long ones need). A reply
+is a tool call `calc: X*Y` (also `+`, `-`), whose result the env appends (`= 17929`) before the agent's next
+turn, or `Answer: N`, which ends the episode: +1 when N is the product, 0 otherwise. Anything else is a format
+error (`format_penalty`, default -1; an `Invalid.` line is appended and the episode goes on). With `tool=False`
+the prompt offers no calculator and a call is a format error: the same task answered in one's head.
+
+The calculator is pure JAX (the product of two 9-digit-or-less integers in int32 range), so the episode stays a
+jittable state machine; `envs/host` is for tools that need the host.
+
+Dense rewards for a policy that has not yet found the product (default 0, off): `call_credit=c` pays a call c x
+its gain in the share of the problem's characters it names at their places (the operands' digits, units with
+units, and the `*`; potential-based: repeating a call earns nothing more); `answer_credit=d` pays a wrong answer
+d x the share of the product's digits it has at their places. The right answer earns 1 whatever they are.
+(`answer_credit` has a trap: a constant answer earns the most common digits' share, a steady reward that a
+policy settles on before any call is right; `call_credit` alone has none, every constant call earns chance.)
+
+Problems come from a fixed split: a pair (A, B) is held out when A + B is a multiple of 5 (`split="test"`, a
+fifth of the pairs); `split="train"` draws the others.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxmarl_llm.envs.text import buffers, parsing
+from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState, declare_info_ratios
+from jaxmarl_llm.envs.text.buffers import TextAction
+
+PROMPT_TOOL = "Multiply. Reply 'calc: A*B' to use a calculator, or 'Answer: N'.\n"
+PROMPT_HEAD = "Multiply. Reply 'Answer: N'.\n"
+OPS = "+-*"
+TIMES = OPS.index("*")
+# pieces the env and its scripted players assemble: digits first (row d is the digit d)
+WORDS = ("What is ", " * ", "?\n", "= ", "\n", "calc: ", "*", "Answer: ", "-",
+         "Invalid. Reply 'calc: A*B' or 'Answer: N'.\n")
+WHAT, TIMES_SPACED, QUESTION, EQUALS, NEWLINE, CALL, STAR, ANSWER, MINUS, INVALID = range(10, 20)
+MAX_RESULT_DIGITS = 9  # int32 holds every product of two 4-digit numbers (and the parser reads 9 digits)
+
+declare_info_ratios(call_rate=("called", "moved"))
+
+
+@struct.dataclass
+class CalculatorParams(TextParams):
+    max_steps: int = 3
+    format_penalty: float = -1.0
+
+
+@struct.dataclass
+class CalculatorState(TextState):
+    a: jax.Array  # [] int32: the operands
+    b: jax.Array  # [] int32
+    low: jax.Array  # [] int32: this episode's operands are in low..high
+    high: jax.Array  # [] int32
+    result: jax.Array  # [] int32: the calculator's last answer (0 before any call)
+    named: jax.Array  # [] float32: the best share of the problem a call has named so far (call_credit)
+
+
+def digits_of(value: jax.Array, width: int) -> tuple[jax.Array, jax.Array]:
+    """|value|'s decimal digits, most significant first, right-aligned in [width] (leading places -1), and their
+    count (0 has one digit)."""
+    v = jnp.abs(value)
+    place = jnp.asarray(10, jnp.int32) ** jnp.arange(width - 1, -1, -1)  # [W]
+    d = (v // place) % 10
+    count = jnp.maximum(jnp.sum(v >= place), 1)
+    return jnp.where(jnp.arange(width) >= width - count, d, -1), count
+
+
+def same_places(guess: jax.Array, truth: jax.Array, width: int = MAX_RESULT_DIGITS) -> tuple[jax.Array, jax.Array]:
+    """(how many of `truth`'s digits `guess` has at the same places (units with units), the longer one's length)."""
+    g, ng = digits_of(guess, width)
+    t, nt = digits_of(truth, width)
+    return jnp.sum((g == t) & (t >= 0)), jnp.maximum(ng, nt)
+
+
+def places_right(guess: jax.Array, truth: jax.Array, width: int = MAX_RESULT_DIGITS) -> jax.Array:
+    """[] float32: the share of `truth`'s digits that `guess` has at the same places, over the longer of the two
+    (a digit too many or too few costs its place)."""
+    same, places = same_places(guess, truth, width)
+    return same / places.astype(jnp.float32)
+
+
+def operand_range(digits: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The operands of `digits` digits: (low, high); one digit is 2..9."""
+    high = jnp.asarray(10, jnp.int32) ** digits - 1
+    return jnp.where(digits == 1, 2, (high + 1) // 10), high
+
+
+class Calculator(TextEnv):
+    def __init__(self, tokenizer=None, digits: int | tuple[int, ...] = 4, max_turns: int = 3, tool: bool = True,
+                 call_credit: float = 0.0, answer_credit: float = 0.0, split: str = "train", capacity: int = 160,
+                 max_action_tokens: int = 16):
+        super().__init__(tokenizer, ("solver",), capacity, max_action_tokens)
+        self.sizes = tuple(int(d) for d in digits) if isinstance(digits, (tuple, list)) else (int(digits),)
+        if not self.sizes or any(not 1 <= d <= 4 for d in self.sizes):
+            raise ValueError(f"digits must be in 1..4 (products stay in int32), got {digits!r}")
+        digits = max(self.sizes)
+        if split not in ("train", "test", "all"):
+            raise ValueError(f"split must be one of ['all', 'test', 'train'], got {split!r}")
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        self.digits, self.max_turns, self.tool, self.split = digits, int(max_turns), bool(tool), split
+        self.call_credit, self.answer_credit = float(call_credit), float(answer_credit)
+        self.pieces = self.codec.table([str(d) for d in range(10)] + list(WORDS))
+        longest = len(self.codec.encode("calc: " + "9" * digits + "*" + "9" * digits))
+        if longest > max_action_tokens:
+            raise ValueError(f"max_action_tokens={max_action_tokens} cannot hold a call ({longest} tokens)")
+        problem = 2 * digits + 3  # "What is ", A, " * ", B, "?\n" in pieces
+        said = MAX_RESULT_DIGITS + 4  # "\n", "= ", a sign, the digits, "\n"
+        self._setup([self.codec.encode(PROMPT_TOOL if tool else PROMPT_HEAD)],
+                    [problem * self.pieces.width, said * self.pieces.width])
+
+    @property
+    def default_params(self) -> CalculatorParams:
+        return CalculatorParams(max_steps=self.max_turns)
+
+    # ---- text from pieces --------------------------------------------------------------------
+    def _number_rows(self, value: jax.Array, width: int) -> jax.Array:
+        """Piece rows [width + 1] that write `value` (a '-' first when negative; -1 = nothing)."""
+        d, _ = digits_of(value, width)
+        return jnp.concatenate([jnp.where(value < 0, MINUS, -1)[None], d])
+
+    def _text(self, rows: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Piece rows [K] (-1 = skip) -> (ids [K*P], length)."""
+        lens = jnp.where(rows >= 0, self.pieces.lens[jnp.maximum(rows, 0)], 0)
+        return buffers.concat_pieces(self.pieces.ids[jnp.maximum(rows, 0)], lens, self.codec.pad_id)
+
+    def _action(self, rows: jax.Array) -> TextAction:
+        ids, n = self._text(rows)
+        m = self.max_action_tokens
+        return TextAction(ids[None, :m], jnp.minimum(n, m)[None])
+
+    def call_action(self, x: jax.Array, y: jax.Array) -> TextAction:
+        """`calc: x*y` for the solver."""
+        w = self.digits
+        return self._action(jnp.concatenate([jnp.int32([CALL]), self._number_rows(x, w)[1:], jnp.int32([STAR]),
+                                             self._number_rows(y, w)[1:]]))
+
+    def answer_action(self, value: jax.Array) -> TextAction:
+        """`Answer: value` for the solver."""
+        return self._action(jnp.concatenate([jnp.int32([ANSWER]), self._number_rows(value, MAX_RESULT_DIGITS)]))
+
+    # ---- episodes ----------------------------------------------------------------------------
+    def problem(self, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Operands (a, b) of this env's split and their number of digits."""
+        k_digits, k1, k2 = jax.random.split(key, 3)
+        digits = jax.random.choice(k_digits, jnp.asarray(self.sizes, jnp.int32))
+        low, high = operand_range(digits)
+        a = jax.random.randint(k1, (), low, high + 1)
+        b = jax.random.randint(k2, (), low, high + 1)
+        if self.split == "test":  # the nearest b below (or above) with a + b a multiple of 5
+            b = b - (a + b) % 5
+            b = jnp.where(b < low, b + 5, b)
+        elif self.split == "train":  # a step away from a held-out pair
+            held = (a + b) % 5 == 0
+            b = jnp.where(held, jnp.where(b < high, b + 1, b - 1), b)
+        return a.astype(jnp.int32), b.astype(jnp.int32), digits
+
+    def reset(self, key, params=None):
+        a, b, digits = self.problem(key)
+        return self.reset_to(a, b, digits)
+
+    def reset_to(self, a: jax.Array, b: jax.Array, digits: jax.Array | int | None = None):
+        """A fresh episode asking for a * b (operands of `digits` digits, by default the longest)."""
+        low, high = operand_range(jnp.int32(self.digits if digits is None else digits))
+        state = CalculatorState(**self._base_state(jnp.ones((1,), bool)), a=jnp.asarray(a, jnp.int32),
+                                b=jnp.asarray(b, jnp.int32), low=low, high=high, result=jnp.int32(0),
+                                named=jnp.float32(0))
+        w = self.digits
+        rows = jnp.concatenate([jnp.int32([WHAT]), self._number_rows(state.a, w)[1:], jnp.int32([TIMES_SPACED]),
+                                self._number_rows(state.b, w)[1:], jnp.int32([QUESTION])])
+        ids, n = self._text(rows)
+        state = self._append(state, ids[None], n[None])
+        return self.get_obs(state), state
+
+    def _step(self, key, state, tokens, length, params):
+        chars, n = self._chars(tokens, length)
+        x, op, y, is_call = parsing.parse_call(chars[0], n[0], "calc", OPS, max_digits=self.digits)
+        value, is_answer = parsing.parse_int(chars[0], n[0], keyword="answer", max_digits=MAX_RESULT_DIGITS,
+                                             signed=True, exact=True)
+        is_call = is_call & self.tool
+        product = state.a * state.b
+        correct = is_answer & (value == product)
+        result = jnp.where(op == 0, x + y, jnp.where(op == 1, x - y, x * y))
+        ok = is_call | is_answer
+        reward = jnp.where(correct, 1.0, jnp.where(ok, 0.0, params.format_penalty))
+        named = state.named
+        if self.answer_credit:
+            same_sign = jnp.sign(value) == jnp.sign(product)
+            reward = reward + jnp.where(is_answer & ~correct & same_sign,
+                                        self.answer_credit * places_right(value, product), 0.0)
+        if self.call_credit:
+            (same_a, len_a), (same_b, len_b) = same_places(x, state.a, self.digits), same_places(y, state.b, self.digits)
+            share = (same_a + (op == TIMES) + same_b) / (len_a + 1 + len_b).astype(jnp.float32)
+            named = jnp.where(is_call, jnp.maximum(named, share), named)
+            reward = reward + self.call_credit * (named - state.named)
+        new = self._append(state, tokens, length)
+        rows = jnp.concatenate([jnp.int32([NEWLINE, EQUALS]), self._number_rows(result, MAX_RESULT_DIGITS),
+                                jnp.int32([NEWLINE])])
+        invalid = jnp.full_like(rows, -1).at[:2].set(jnp.int32([NEWLINE, INVALID]))
+        said = jnp.where(is_call, rows, jnp.where(ok, -1, invalid))  # a call's result, a refusal, or nothing
+        ids, m = self._text(said)
+        new = self._append(new, ids[None], m[None])
+        turn = state.turn + 1
+        new = new.replace(turn=turn, result=jnp.where(is_call, result, state.result), named=named)
+        info = {"format_error": ~ok[None], "solved": correct[None], "called": is_call[None],
+                "moved": jnp.ones((1,), bool)}
+        return new, reward[None], is_answer, (turn >= params.max_steps) & ~is_answer, info
+
+    def random_action(self, key, state) -> TextAction:
+        """A call on random operands or a random answer (a coin; the last turn answers)."""
+        k_coin, k_x, k_y, k_v = jax.random.split(key, 4)
+        call = self.call_action(jax.random.randint(k_x, (), state.low, state.high + 1),
+                                jax.random.randint(k_y, (), state.low, state.high + 1))
+        answer = self.answer_action(jax.random.randint(k_v, (), state.low * state.low, state.high * state.high + 1))
+        use_call = self.tool & jax.random.bernoulli(k_coin) & (state.turn < self.max_turns - 1)
+        return jax.tree.map(lambda c, a: jnp.where(use_call, c, a), call, answer)

@@ -1,0 +1,161 @@
+"""The calculator tool env: the call's result in the transcript, the rewards (by brute force), the split, the
+format-only teacher's lack of skill, and the expert's transcript."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmarl_llm.data.teachers import make_script
+from jaxmarl_llm.envs import registry
+from jaxmarl_llm.envs.text import parsing
+from jaxmarl_llm.envs.text.calculator import Calculator, places_right
+from jaxmarl_llm.envs.text.codec import NONE, text_codes
+from jaxmarl_llm.tokenizers import GAMES_BPE, HFTokenizer
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return HFTokenizer(GAMES_BPE)
+
+
+def _chars(text: str, size: int = 40):
+    c = np.full(size, NONE, np.int32)
+    codes = text_codes(text)
+    c[: len(codes)] = codes
+    return jnp.asarray(c), jnp.int32(len(codes))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("calc: 37*91", (37, 2, 91, True)), ("Calc:37 * 91", (37, 2, 91, True)), (" calc: 37-91 ", (37, 1, 91, True)),
+    ("calc: 37*91x", None), ("x calc: 37*91", None), ("calc: 37*", None), ("calc: *91", None),
+    ("calc: 37*:91", None), ("calc: 37 91", None), ("calc:", None), ("calc: 1234567890*2", None),
+])
+def test_parse_call_reads_exactly_one_call(text, expected):
+    got = tuple(x.item() for x in parsing.parse_call(*_chars(text), "calc", "+-*"))
+    assert got == (expected or (0, 0, 0, False))
+
+
+def _play(env, script, key, params=None):
+    """One episode of `script`: (transcript, total reward, solved)."""
+    obs, state = env.reset(key)
+    memory = script.init(state)
+    total, solved = 0.0, False
+    step = jax.jit(env.step)
+    for t in range(env.max_turns):
+        key, k_act, k_step = jax.random.split(key, 3)
+        action, _, memory = script.act(k_act, memory, state)
+        out = step(k_step, state, action)
+        state, total, solved = out.state, total + float(out.reward[0]), solved or bool(out.info["solved"][0])
+        if bool(out.terminated[0] | out.truncated[0]):
+            break
+    return env.render(state)[0], total, solved
+
+
+@pytest.mark.parametrize("digits", [1, 4])
+def test_the_calculator_writes_the_product_and_the_expert_copies_it(bpe, digits):
+    env = registry.make("text/calculator", tokenizer=bpe, digits=digits)
+    text, total, solved = _play(env, make_script("text/calculator", env), jax.random.PRNGKey(3))
+    _, state = env.reset(jax.random.PRNGKey(3))
+    a, b = int(state.a), int(state.b)
+    assert int(state.low) <= min(a, b) and max(a, b) <= 10 ** digits - 1
+    assert text.endswith(f"What is {a} * {b}?\ncalc: {a}*{b}\n= {a * b}\nAnswer: {a * b}")
+    assert solved and total == 1.0
+
+
+def test_rewards_format_errors_and_turn_limit(bpe):
+    env = Calculator(tokenizer=bpe, max_turns=2)
+    step = jax.jit(env.step)
+    _, s = env.reset_to(1234, 5678)
+    out = step(jax.random.PRNGKey(0), s, env.call_action(jnp.int32(12), jnp.int32(3)))
+    assert float(out.reward[0]) == 0.0 and int(out.state.result) == 36 and not bool(out.terminated[0])
+    assert env.render(out.state)[0].endswith("calc: 12*3\n= 36\n")
+    wrong = step(jax.random.PRNGKey(0), out.state, env.answer_action(jnp.int32(36)))
+    assert float(wrong.reward[0]) == 0.0 and bool(wrong.terminated[0]) and not bool(wrong.info["solved"][0])
+    bad = env.answer_action(jnp.int32(5)).replace(length=jnp.int32([2]))  # "Answer" cut before its number
+    out = step(jax.random.PRNGKey(0), s, bad)
+    assert float(out.reward[0]) == -1.0 and bool(out.info["format_error"][0]) and not bool(out.terminated[0])
+    assert env.render(out.state)[0].endswith("Invalid. Reply 'calc: A*B' or 'Answer: N'.\n")
+    last = step(jax.random.PRNGKey(0), out.state, env.call_action(jnp.int32(1234), jnp.int32(5678)))
+    assert bool(last.truncated[0]) and float(last.reward[0]) == 0.0  # two turns, no answer
+    head = Calculator(tokenizer=bpe, tool=False)
+    _, s = head.reset_to(1234, 5678)
+    out = jax.jit(head.step)(jax.random.PRNGKey(0), s, head.call_action(jnp.int32(1234), jnp.int32(5678)))
+    assert bool(out.info["format_error"][0]) and float(out.reward[0]) == -1.0  # no calculator: a call is refused
+    right = jax.jit(head.step)(jax.random.PRNGKey(0), s, head.answer_action(jnp.int32(1234 * 5678)))
+    assert float(right.reward[0]) == 1.0 and bool(right.info["solved"][0])
+
+
+def test_digit_credit_by_brute_force(bpe):
+    """A wrong answer earns b x its digits in place over the longer number; a call earns b x its gain in the
+    share of the problem's 9 characters (4 + '*' + 4) it names; repeating a call earns nothing."""
+    b = 0.5
+    env = Calculator(tokenizer=bpe, call_credit=b, answer_credit=b)
+    step = jax.jit(env.step)
+
+    def brute_places(guess: int, truth: int) -> float:
+        g, t = str(guess)[::-1], str(truth)[::-1]
+        return sum(x == y for x, y in zip(g, t)) / max(len(g), len(t))
+
+    _, s = env.reset_to(1234, 5678)
+    product = 1234 * 5678
+    for guess in (product + 1, product + 10_000, product // 10, 7016652, 1, product * 10 + 2):
+        r = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(guess))).reward[0]
+        np.testing.assert_allclose(float(r), b * brute_places(guess, product), atol=1e-6, err_msg=str(guess))
+        np.testing.assert_allclose(float(places_right(jnp.int32(guess), jnp.int32(product))),
+                                   brute_places(guess, product), atol=1e-6)
+    assert float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(-product))).reward[0]) == 0.0
+    assert float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(product))).reward[0]) == 1.0
+    out = step(jax.random.PRNGKey(0), s, env.call_action(jnp.int32(1299), jnp.int32(5078)))  # 2 + 1 + 3 of 9
+    np.testing.assert_allclose(float(out.reward[0]), b * 6 / 9, atol=1e-6)
+    again = step(jax.random.PRNGKey(0), out.state, env.call_action(jnp.int32(1299), jnp.int32(5078)))
+    assert float(again.reward[0]) == 0.0
+    better = step(jax.random.PRNGKey(0), out.state, env.call_action(jnp.int32(1234), jnp.int32(5678)))
+    np.testing.assert_allclose(float(better.reward[0]), b * 3 / 9, atol=1e-6)
+
+
+def test_the_split_holds_out_a_fifth_of_the_pairs(bpe):
+    keys = jax.random.split(jax.random.PRNGKey(0), 2000)
+    for split, held in (("train", False), ("test", True)):
+        env = Calculator(tokenizer=bpe, split=split)
+        a, b, _ = jax.vmap(env.problem)(keys)
+        assert np.all(((np.asarray(a) + np.asarray(b)) % 5 == 0) == held), split
+        assert np.all((1000 <= np.asarray(b)) & (np.asarray(b) <= 9999))
+    with pytest.raises(ValueError, match="split must be"):
+        Calculator(tokenizer=bpe, split="dev")
+
+
+def test_the_format_only_teacher_has_no_skill(bpe):
+    """The random tool user's transcripts (the format warm start's data) solve no problem and use the format:
+    calls on random operands about half the time before the last turn, every reply parsed."""
+    env = Calculator(tokenizer=bpe)
+    script = make_script("text/calculator", env, teacher="random")
+    obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 512))
+    solved = calls = errors = 0
+    for t in range(env.max_turns):
+        keys = jax.random.split(jax.random.PRNGKey(t + 1), 512)
+        action, target, _ = jax.vmap(script.act, in_axes=(0, None, 0))(keys, jnp.zeros((), jnp.int32), state)
+        out = jax.vmap(env.step)(keys, state, action)
+        state = out.state
+        solved += int(out.info["solved"].sum())
+        calls += int(out.info["called"].sum())
+        errors += int(out.info["format_error"].sum())
+    assert solved == 0 and errors == 0
+    assert 0.35 * 512 < calls < 0.9 * 512  # turn 1: half call; turn 2: half of those call again
+
+
+def test_a_mixture_of_lengths_draws_each_and_grades_calls_by_their_own_length(bpe):
+    env = Calculator(tokenizer=bpe, digits=(1, 2, 3, 4), call_credit=0.5)
+    a, b, digits = jax.vmap(env.problem)(jax.random.split(jax.random.PRNGKey(0), 400))
+    a, b, digits = np.asarray(a), np.asarray(b), np.asarray(digits)
+    assert set(digits.tolist()) == {1, 2, 3, 4}
+    for x in (a, b):
+        assert np.all(np.where(digits == 1, (x >= 2) & (x <= 9), (x >= 10 ** (digits - 1)) & (x < 10 ** digits)))
+    _, s = env.reset_to(37, 52, 2)
+    step = jax.jit(env.step)
+    out = step(jax.random.PRNGKey(0), s, env.call_action(jnp.int32(31), jnp.int32(152)))  # 3 + '*' of 2 + 1 + 3
+    np.testing.assert_allclose(float(out.reward[0]), 0.5 * (1 + 1 + 2) / (2 + 1 + 3), atol=1e-6)
+    assert env.render(out.state)[0].endswith("What is 37 * 52?\ncalc: 31*152\n= 4712\n")
+    for k in range(4):
+        _, total, solved = _play(env, make_script("text/calculator", env), jax.random.PRNGKey(k))
+        assert solved and total == 1.5  # the call's full credit and the product
