@@ -5,7 +5,8 @@
 
 Each game plays `play.versus_builtins`'s greedy matches against the opponents among `opponents` that it offers
 (`builtin_players`), and a game with a tree of information sets (poker) adds `exploitability.lm_exploitability`'s
-numbers. The games run as the sub-envs themselves (their own observation widths and reply widths), with the same
+numbers. A one-seat task (calculator, guess the number, a host task) plays `episodes` greedy episodes alone:
+`<game>/solved` (where it reports it), `<game>/mean_return`, `<game>/format_error`. The games run as the sub-envs themselves (their own observation widths and reply widths), with the same
 model and adapters acting among the game's own replies (`game_policy`): restricted to a game's valid replies, the
 mixture's union of candidates gives the same distribution, so these are the moves the mixture's policy makes in that
 game. Jittable: train/lm_rl.py's in-graph evaluation runs it inside the update.
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
+
+import jax
 
 from jaxmarl_llm.evaluation import exploitability, play
 from jaxmarl_llm.policies import candidates as cand_lib
@@ -33,6 +36,20 @@ def game_policy(policy: LMPolicy, env) -> LMPolicy:
     return dataclasses.replace(policy, sampling=sampling, candidates=cands)
 
 
+def alone(env, policy: LMPolicy, num_turns: int, episodes: int, seed: int = 0, chunk: int = 64):
+    """fn(base, seat_loras) -> {"solved" (when the task reports it), "mean_return", "format_error": []}: greedy
+    episodes of a one-seat task (what `experiments/eval.py` reports for it). Jittable."""
+    match = play.make_match(env, play.with_temperature(policy, 0.0), ("lm",), num_turns, chunk=chunk)
+    key = jax.random.PRNGKey(seed)
+
+    def evaluate(base, seat_loras: tuple) -> dict[str, jax.Array]:
+        _, outcomes = match(key, base, (seat_loras[0],), episodes)
+        rates = play.outcome_rates(outcomes, 0)
+        return {k: rates[k] for k in ("solved", "mean_return", "format_error") if k in rates}
+
+    return evaluate
+
+
 def versus_each_game(env, policy: LMPolicy, num_turns: int, opponents: tuple[str, ...], episodes: int, seed: int = 0,
                      chunk: int = 64):
     """fn(base, seat_loras) -> {"<game>/<key>": []} for every game of the mixture `env`: `play.versus_builtins`'
@@ -42,7 +59,10 @@ def versus_each_game(env, policy: LMPolicy, num_turns: int, opponents: tuple[str
     for name, game in zip(env.game_names, env.games):
         own = game_policy(policy, game)
         offered = tuple(o for o in opponents if o in getattr(game, "builtin_players", ()))
-        versus = play.versus_builtins(game, own, num_turns, offered, episodes, seed, chunk) if offered else None
+        if game.num_agents == 1:
+            versus = alone(game, own, num_turns, episodes, seed, chunk)
+        else:
+            versus = play.versus_builtins(game, own, num_turns, offered, episodes, seed, chunk) if offered else None
         games.append((name, game, own, versus))
 
     def evaluate(base, seat_loras: tuple[Any, ...]) -> dict:

@@ -58,6 +58,7 @@ class Outcomes(NamedTuple):
     illegal: jax.Array
     format_error: jax.Array
     counts: dict[str, jax.Array] | None = None  # {name: int [N, A]}; {} when the game reports none
+    solved: jax.Array | None = None  # a task's `solved` (calculator, guess the number); None when it has none
 
 
 def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: int, incremental: bool | None = None,
@@ -120,11 +121,13 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
             counts = {k: c + jnp.broadcast_to(info[k], zeros.shape) * moving for k, c in counts.items()}
             return (obs, state, ret + reward, seen, counts, caches), None
 
-        seen0 = {k: zeros for k in ("won", "draw", "illegal", "format_error")}
+        flags = ("won", "draw", "illegal", "format_error") + (("solved",) if "solved" in info_of(state) else ())
+        seen0 = {k: zeros for k in flags}
         counts0 = {k: jnp.zeros((num_episodes, a), jnp.int32) for k in evaluate.ratio_counts(info_of(state))}
         (obs, state, ret, seen, counts, _), _ = jax.lax.scan(
             turn, (obs, state, jnp.zeros((num_episodes, a)), seen0, counts0, caches0), jnp.arange(num_turns))
-        return state, Outcomes(ret, seen["won"], seen["draw"], seen["illegal"], seen["format_error"], counts)
+        return state, Outcomes(ret, seen["won"], seen["draw"], seen["illegal"], seen["format_error"], counts,
+                               seen.get("solved"))
 
     def info_of(state) -> dict:
         """The step info's shapes (nothing runs): which counts the game reports."""
@@ -145,7 +148,8 @@ def outcome_rates(outcomes: Outcomes, seat: int) -> dict[str, jax.Array]:
     rate = lambda x: jnp.mean(x.astype(jnp.float32))  # noqa: E731
     return {"win": rate(won), "draw": rate(draw), "loss": rate(lost), "illegal": rate(illegal),
             "forfeit": rate(outcomes.illegal.any(-1) & ~illegal), "format_error": rate(outcomes.format_error[:, seat]),
-            "success": rate(ret > 0), "mean_return": jnp.mean(ret), **match_ratios(outcomes.counts or {})}
+            "success": rate(ret > 0), "mean_return": jnp.mean(ret), **match_ratios(outcomes.counts or {}),
+            **({} if outcomes.solved is None else {"solved": rate(outcomes.solved[:, seat])})}
 
 
 def match_ratios(counts: dict[str, jax.Array]) -> dict[str, jax.Array]:

@@ -58,8 +58,9 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
     for kind in BUILTIN_PLAYERS:
         if config.opponent_pool.get(kind, 0.0) and kind not in _players(env):
             raise ConfigError(f"config.opponent_pool.{kind}: {_offers(env)}")
-    if config.in_graph_eval.every:
-        # a mixture of games (envs/text/mixture.py) evaluates each game against the opponents it has
+    if config.in_graph_eval.every and env.num_agents > 1:
+        # a mixture of games (envs/text/mixture.py) evaluates each game against the opponents it has (a mixture of
+        # one-seat tasks plays each alone: no opponent)
         offered = set(_players(env)).union(*(_players(g) for g in getattr(env, "games", ())))
         for kind in config.in_graph_eval.opponents:
             if kind not in offered:
