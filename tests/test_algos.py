@@ -124,6 +124,15 @@ def test_own_turn_token_gae_chains_the_seats_tokens():
     a_a = d_a + g * lam * a_b
     np.testing.assert_allclose(np.asarray(adv), [[a_a, a_b], [0, 0], [d_last, 0], [0, 0]], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(ret), np.where(mask, np.asarray(adv) + np.asarray(v), 0.0), rtol=1e-5)
+    # a part of turn 0's reward paid to its first token (an env's info["token_reward"]): 0.5 of the 3 on t0a,
+    # the rest on t0b; a token reward on a token the seat did not write (masked) is ignored
+    paid = jnp.zeros((4, 2)).at[0, 0].set(0.5).at[1, 0].set(9.0)
+    adv2, _ = own_turn_token_gae(r, v, mask, g, lam, paid)
+    d_b2 = 2.5 + g * 0.25 - 0.1
+    d_a2 = 0.5 + g * 0.1 - 0.5
+    a_b2 = d_b2 + g * lam * d_last
+    np.testing.assert_allclose(np.asarray(adv2)[0], [d_a2 + g * lam * a_b2, a_b2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(adv2)[2], np.asarray(adv)[2], atol=1e-6)
     # one token per turn: exactly the turn-level own-turn GAE
     key = jax.random.PRNGKey(0)
     rr, vv = jax.random.normal(key, (6, 5)), jax.random.normal(jax.random.fold_in(key, 1), (6, 5))

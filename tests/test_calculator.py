@@ -32,8 +32,12 @@ def _chars(text: str, size: int = 40):
     ("calc: 37*:91", None), ("calc: 37 91", None), ("calc:", None), ("calc: 1234567890*2", None),
 ])
 def test_parse_call_reads_exactly_one_call(text, expected):
-    got = tuple(x.item() for x in parsing.parse_call(*_chars(text), "calc", "+-*"))
-    assert got == (expected or (0, 0, 0, False))
+    call = parsing.parse_call(*_chars(text), "calc", "+-*")
+    assert (call.a.item(), call.op.item(), call.b.item(), call.ok.item()) == (expected or (0, 0, 0, False))
+    if expected:  # where the numbers are written: 'calc: 37*91' -> 37 at [6, 8), '*' at 8, 91 at [9, 11)
+        spans = (int(call.a_span[0]), int(call.a_span[1]), int(call.op_at), int(call.b_span[0]), int(call.b_span[1]))
+        lo = text.lower()
+        assert lo[spans[0]:spans[1]] == "37" and lo[spans[2]] in "+-*" and lo[spans[3]:spans[4]] == "91"
 
 
 def _play(env, script, key, params=None):
@@ -87,8 +91,9 @@ def test_rewards_format_errors_and_turn_limit(bpe):
 
 
 def test_digit_credit_by_brute_force(bpe):
-    """A wrong answer earns b x its digits in place over the longer number; a call earns b x its gain in the
-    share of the problem's 9 characters (4 + '*' + 4) it names; repeating a call earns nothing."""
+    """A wrong answer earns b x its digits in place over the longer number; the first call earns b x the share
+    of the problem's 9 characters (4 + '*' + 4) it names, each character's part on its token; a later call
+    earns nothing."""
     b = 0.5
     env = Calculator(tokenizer=bpe, call_credit=b, answer_credit=b)
     step = jax.jit(env.step)
@@ -108,10 +113,14 @@ def test_digit_credit_by_brute_force(bpe):
     assert float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(product))).reward[0]) == 1.0
     out = step(jax.random.PRNGKey(0), s, env.call_action(jnp.int32(1299), jnp.int32(5078)))  # 2 + 1 + 3 of 9
     np.testing.assert_allclose(float(out.reward[0]), b * 6 / 9, atol=1e-6)
-    again = step(jax.random.PRNGKey(0), out.state, env.call_action(jnp.int32(1299), jnp.int32(5078)))
-    assert float(again.reward[0]) == 0.0
-    better = step(jax.random.PRNGKey(0), out.state, env.call_action(jnp.int32(1234), jnp.int32(5678)))
-    np.testing.assert_allclose(float(better.reward[0]), b * 3 / 9, atol=1e-6)
+    # each right character's part on the token that wrote it: calc : _ 1 2 9 9 * 5 0 7 8 (digits one token each)
+    pieces = [bpe.decode([int(t)]) for t in np.asarray(env.call_action(jnp.int32(1299), jnp.int32(5078)).tokens[0])]
+    paid = np.asarray(out.info["token_reward"][0])
+    assert {pieces[i] for i in np.flatnonzero(paid)} == {"1", "2", "*", "5", "7", "8"} and paid.max() == paid.min(
+        where=paid > 0, initial=1.0)
+    np.testing.assert_allclose(paid.sum(), b * 6 / 9, atol=1e-6)
+    again = step(jax.random.PRNGKey(0), out.state, env.call_action(jnp.int32(1234), jnp.int32(5678)))
+    assert float(again.reward[0]) == 0.0 and not np.asarray(again.info["token_reward"]).any()  # only the first
 
 
 def test_the_split_holds_out_a_fifth_of_the_pairs(bpe):

@@ -37,6 +37,7 @@ class EstimatorInput(NamedTuple):
     axis_name: str | None = None  # the data axis, for estimators that reduce over the whole batch
     token_value: jax.Array | None = None  # [T, N, A_l, M] token-level estimators: each generated token's value
     token_mask: jax.Array | None = None  # [T, N, A_l, M] bool: the tokens that enter the loss
+    token_reward: jax.Array | None = None  # [T, N, A_l, M] the part of `reward` the env paid to each token
 
 
 class Algorithm(NamedTuple):
@@ -67,8 +68,9 @@ def turn_gae(x: EstimatorInput, hp, state):
 
 def token_gae(x: EstimatorInput, hp, state):
     """PPO with token-level credit: GAE over each learning seat's generated tokens, turn after turn (the turn's
-    reward on its last token). -> (adv, ret) [T, N, A_l, M]."""
-    adv, ret = own_turn_token_gae(x.to_loss(x.reward), x.token_value, x.token_mask, hp.gamma, hp.gae_lambda)
+    reward on its last token, the part paid to tokens on those tokens). -> (adv, ret) [T, N, A_l, M]."""
+    adv, ret = own_turn_token_gae(x.to_loss(x.reward), x.token_value, x.token_mask, hp.gamma, hp.gae_lambda,
+                                  x.token_reward)
     return adv, ret, state
 
 

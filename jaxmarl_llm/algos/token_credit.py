@@ -110,6 +110,7 @@ def own_turn_token_gae(
     mask: jax.Array,  # [T, ..., M] bool: the agent's real generated tokens (empty rows where it did not act)
     gamma: float | jax.Array = 1.0,
     lam: float | jax.Array = 1.0,
+    token_rewards: jax.Array | None = None,  # [T, ..., M] the part of each turn's reward paid to its tokens
 ) -> tuple[jax.Array, jax.Array]:
     """Token-level GAE over an agent's own turns of one episode: (advantages, returns) [T, ..., M], 0 where masked.
 
@@ -120,7 +121,11 @@ def own_turn_token_gae(
     """
     m = mask.astype(bool)
     credited = credit_to_own_turns(rewards, m.any(-1))
-    token_r = place_turn_reward(credited, m)  # [T, ..., M]
+    if token_rewards is None:
+        token_r = place_turn_reward(credited, m)  # [T, ..., M]
+    else:  # each token its own part, the rest of the turn's reward on its last token
+        paid = jnp.where(m, token_rewards, 0.0)
+        token_r = place_turn_reward(credited - paid.sum(-1), m) + paid
     seq = lambda x: jnp.moveaxis(x, 0, -2).reshape(x.shape[1:-1] + (-1,))  # noqa: E731  [T, ..., M] -> [..., T*M]
     adv, ret = token_gae(seq(token_r), seq(values), seq(m), None, gamma, lam)
     back = lambda x: jnp.moveaxis(x.reshape(x.shape[:-1] + (m.shape[0], m.shape[-1])), -2, 0)  # noqa: E731

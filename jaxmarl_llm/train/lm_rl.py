@@ -235,7 +235,8 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
                    if algo.token_values else None)
     adv, ret, algo_state = algo.advantages(EstimatorInput(
         turns.reward, turns.value, turns.acted, seats.learns, lambda x: lm_seats.loss_view(plan, x, seats.learns),
-        plan.group_size, plan.grpo_normalize_std, axis_name, token_value, train_turns.token_mask()), hp, algo_state)
+        plan.group_size, plan.grpo_normalize_std, axis_name, token_value, train_turns.token_mask(),
+        train_turns.token_reward), hp, algo_state)
     if algo.token_values:
         train_turns = train_turns._replace(value=token_value)  # what value clipping clips around
     if vn is not None:  # the value loss regresses on normalised returns (the statistics include this batch)

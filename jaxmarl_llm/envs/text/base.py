@@ -26,6 +26,11 @@ from jaxmarl_llm.tokenizers import CharTokenizer
 # opponents and evaluation matches choose among these
 BUILTIN_PLAYERS = ("random", "minimax", "equilibrium", "best_response")  # minimax: tic-tac-toe; the others: poker
 
+# info[TOKEN_REWARD] [A, M] float (optional): the part of a step's reward that the env pays to each token of the
+# agent's reply (a calculator call's digits, each paid for itself), already counted in `reward`; token-level
+# credit (config.credit="token") places it on those tokens, the rest of the reward on the reply's last token
+TOKEN_REWARD = "token_reward"
+
 # rates over moves that games report as a pair of 0/1 info counts, {rate: (hits, tries)}: each game declares its
 # own (`declare_info_ratios` at import); the rollout metrics and the evaluators count them for the seat that moved,
 # summed over seats, turns and episodes

@@ -11,10 +11,11 @@ the prompt offers no calculator and a call is a format error: the same task answ
 The calculator is pure JAX (the product of two 9-digit-or-less integers in int32 range), so the episode stays a
 jittable state machine; `envs/host` is for tools that need the host.
 
-Dense rewards for a policy that has not yet found the product (default 0, off): `call_credit=c` pays a call c x
-its gain in the share of the problem's characters it names at their places (the operands' digits, units with
-units, and the `*`; potential-based: repeating a call earns nothing more); `answer_credit=d` pays a wrong answer
-d x the share of the product's digits it has at their places. The right answer earns 1 whatever they are.
+Dense rewards for a policy that has not yet found the product (default 0, off): `call_credit=c` pays the first
+call c x the share of the problem's characters it names at their places (the operands' digits, units with units,
+and the `*`), each character's part paid to the token that wrote it (`info["token_reward"]`: with
+`config.credit="token"` each digit of a call is credited for itself, not the call as a whole); `answer_credit=d`
+pays a wrong answer d x the share of the product's digits it has at their places. The right answer earns 1 whatever they are.
 (`answer_credit` has a trap: a constant answer earns the most common digits' share, a steady reward that a
 policy settles on before any call is right; `call_credit` alone has none, every constant call earns chance.)
 
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxmarl_llm.envs.text import buffers, parsing
-from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState, declare_info_ratios
+from jaxmarl_llm.envs.text.base import TOKEN_REWARD, TextEnv, TextParams, TextState, declare_info_ratios
 from jaxmarl_llm.envs.text.buffers import TextAction
 
 PROMPT_TOOL = "Multiply. Reply 'calc: A*B' to use a calculator, or 'Answer: N'.\n"
@@ -58,7 +59,7 @@ class CalculatorState(TextState):
     low: jax.Array  # [] int32: this episode's operands are in low..high
     high: jax.Array  # [] int32
     result: jax.Array  # [] int32: the calculator's last answer (0 before any call)
-    named: jax.Array  # [] float32: the best share of the problem a call has named so far (call_credit)
+    graded: jax.Array  # [] bool: a call has been paid its call_credit (only the first is)
 
 
 def digits_of(value: jax.Array, width: int) -> tuple[jax.Array, jax.Array]:
@@ -71,18 +72,12 @@ def digits_of(value: jax.Array, width: int) -> tuple[jax.Array, jax.Array]:
     return jnp.where(jnp.arange(width) >= width - count, d, -1), count
 
 
-def same_places(guess: jax.Array, truth: jax.Array, width: int = MAX_RESULT_DIGITS) -> tuple[jax.Array, jax.Array]:
-    """(how many of `truth`'s digits `guess` has at the same places (units with units), the longer one's length)."""
+def places_right(guess: jax.Array, truth: jax.Array, width: int = MAX_RESULT_DIGITS) -> jax.Array:
+    """[] float32: the share of `truth`'s digits that `guess` has at the same places (units with units), over the
+    longer of the two (a digit too many or too few costs its place)."""
     g, ng = digits_of(guess, width)
     t, nt = digits_of(truth, width)
-    return jnp.sum((g == t) & (t >= 0)), jnp.maximum(ng, nt)
-
-
-def places_right(guess: jax.Array, truth: jax.Array, width: int = MAX_RESULT_DIGITS) -> jax.Array:
-    """[] float32: the share of `truth`'s digits that `guess` has at the same places, over the longer of the two
-    (a digit too many or too few costs its place)."""
-    same, places = same_places(guess, truth, width)
-    return same / places.astype(jnp.float32)
+    return jnp.sum((g == t) & (t >= 0)) / jnp.maximum(ng, nt).astype(jnp.float32)
 
 
 def operand_range(digits: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -170,7 +165,7 @@ class Calculator(TextEnv):
         low, high = operand_range(jnp.int32(self.digits if digits is None else digits))
         state = CalculatorState(**self._base_state(jnp.ones((1,), bool)), a=jnp.asarray(a, jnp.int32),
                                 b=jnp.asarray(b, jnp.int32), low=low, high=high, result=jnp.int32(0),
-                                named=jnp.float32(0))
+                                graded=jnp.bool_(False))
         w = self.digits
         rows = jnp.concatenate([jnp.int32([WHAT]), self._number_rows(state.a, w)[1:], jnp.int32([TIMES_SPACED]),
                                 self._number_rows(state.b, w)[1:], jnp.int32([QUESTION])])
@@ -180,7 +175,8 @@ class Calculator(TextEnv):
 
     def _step(self, key, state, tokens, length, params):
         chars, n = self._chars(tokens, length)
-        x, op, y, is_call = parsing.parse_call(chars[0], n[0], "calc", OPS, max_digits=self.digits)
+        call = parsing.parse_call(chars[0], n[0], "calc", OPS, max_digits=self.digits)
+        x, op, y, is_call = call.a, call.op, call.b, call.ok
         value, is_answer = parsing.parse_int(chars[0], n[0], keyword="answer", max_digits=MAX_RESULT_DIGITS,
                                              signed=True, exact=True)
         is_call = is_call & self.tool
@@ -189,16 +185,15 @@ class Calculator(TextEnv):
         result = jnp.where(op == 0, x + y, jnp.where(op == 1, x - y, x * y))
         ok = is_call | is_answer
         reward = jnp.where(correct, 1.0, jnp.where(ok, 0.0, params.format_penalty))
-        named = state.named
+        token_reward = jnp.zeros((1, self.max_action_tokens), jnp.float32)
         if self.answer_credit:
             same_sign = jnp.sign(value) == jnp.sign(product)
             reward = reward + jnp.where(is_answer & ~correct & same_sign,
                                         self.answer_credit * places_right(value, product), 0.0)
         if self.call_credit:
-            (same_a, len_a), (same_b, len_b) = same_places(x, state.a, self.digits), same_places(y, state.b, self.digits)
-            share = (same_a + (op == TIMES) + same_b) / (len_a + 1 + len_b).astype(jnp.float32)
-            named = jnp.where(is_call, jnp.maximum(named, share), named)
-            reward = reward + self.call_credit * (named - state.named)
+            paid = self.call_credit * self._named(chars[0], call, state) * (is_call & ~state.graded)  # [C]
+            token_reward = self._per_token(paid, tokens[0], length[0])[None]
+            reward = reward + paid.sum()
         new = self._append(state, tokens, length)
         rows = jnp.concatenate([jnp.int32([NEWLINE, EQUALS]), self._number_rows(result, MAX_RESULT_DIGITS),
                                 jnp.int32([NEWLINE])])
@@ -207,10 +202,38 @@ class Calculator(TextEnv):
         ids, m = self._text(said)
         new = self._append(new, ids[None], m[None])
         turn = state.turn + 1
-        new = new.replace(turn=turn, result=jnp.where(is_call, result, state.result), named=named)
+        new = new.replace(turn=turn, result=jnp.where(is_call, result, state.result), graded=state.graded | is_call)
         info = {"format_error": ~ok[None], "solved": correct[None], "called": is_call[None],
-                "moved": jnp.ones((1,), bool)}
+                "moved": jnp.ones((1,), bool), TOKEN_REWARD: token_reward}
         return new, reward[None], is_answer, (turn >= params.max_steps) & ~is_answer, info
+
+    def _named(self, chars: jax.Array, call: parsing.Call, state: CalculatorState) -> jax.Array:
+        """[C] float32: each character of a call that names the problem's at its place (an operand's digit, units
+        with units, or the `*`), over the problem's characters (an operand written too long or too short counts
+        its longer length)."""
+        pos = jnp.arange(chars.shape[0])
+
+        def digits_right(span, truth):  # (right [C], the longer of the two lengths)
+            start, end = span
+            inside = (pos >= start) & (pos < end)
+            place = jnp.clip(end - 1 - pos, 0, MAX_RESULT_DIGITS - 1)
+            want = (truth // jnp.asarray(10, jnp.int32) ** place) % 10
+            _, length = digits_of(truth, self.digits)
+            right = inside & (place < length) & (chars - ord("0") == want)
+            return right, jnp.maximum(end - start, length)
+
+        right_a, len_a = digits_right(call.a_span, state.a)
+        right_b, len_b = digits_right(call.b_span, state.b)
+        right_op = (pos == call.op_at) & (call.op == TIMES)
+        return (right_a | right_b | right_op) / (len_a + 1 + len_b).astype(jnp.float32)
+
+    def _per_token(self, per_char: jax.Array, tokens: jax.Array, length: jax.Array) -> jax.Array:
+        """[C] per character -> [M] per token of the reply (each character's amount to the token that wrote it)."""
+        m = tokens.shape[0]
+        count = jnp.where(jnp.arange(m) < length, self.codec.token_nchars[tokens], 0)
+        ends = jnp.cumsum(count)  # one past each token's last character
+        token_of = jnp.sum(ends[None, :] <= jnp.arange(per_char.shape[0])[:, None], axis=1)  # [C]
+        return jnp.zeros((m,), jnp.float32).at[token_of].add(per_char, mode="drop")
 
     def random_action(self, key, state) -> TextAction:
         """A call on random operands or a random answer (a coin; the last turn answers)."""

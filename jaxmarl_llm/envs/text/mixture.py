@@ -38,7 +38,7 @@ from flax import struct
 
 from jaxmarl_llm.envs import spaces
 from jaxmarl_llm.envs.core import StepResult
-from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
+from jaxmarl_llm.envs.text.base import TOKEN_REWARD, TextEnv, TextParams, TextState
 from jaxmarl_llm.envs.text import buffers
 from jaxmarl_llm.envs.text.buffers import TextAction, TextObs
 from jaxmarl_llm.tokenizers import CharTokenizer
@@ -170,6 +170,8 @@ class GameMixture(TextEnv):
     def _info(self, state: MixtureState, infos: list[dict]) -> dict:
         """Every key any game reports (zeros where the live game has none) and the one-hot `game_<name>`."""
         out = {}
+        infos = [{**info, TOKEN_REWARD: self._pad_tokens(info[TOKEN_REWARD])} if TOKEN_REWARD in info else info
+                 for info in infos]
         for key in dict.fromkeys(k for info in infos for k in info):
             like = next(info[key] for info in infos if key in info)
             out[key] = _choose(state.game, [jnp.broadcast_to(info[key], like.shape).astype(like.dtype) if key in info
@@ -187,6 +189,10 @@ class GameMixture(TextEnv):
         masks = [jnp.zeros((self.num_agents, k), bool).at[:, idx].set(env.candidate_mask(sub))
                  for env, sub, idx in zip(self.games, state.games, self.candidate_index)]
         return _choose(state.game, masks)
+
+    def _pad_tokens(self, x: jax.Array) -> jax.Array:
+        """[A, M_game] -> [A, M] (zeros after the game's own reply width)."""
+        return jnp.pad(x, ((0, 0), (0, self.max_action_tokens - x.shape[-1])))
 
     def _padded_action(self, action: TextAction) -> TextAction:
         width = self.max_action_tokens - action.tokens.shape[-1]

@@ -10,7 +10,7 @@ error.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -95,7 +95,7 @@ def parse_int(
         found, after = jnp.bool_(True), jnp.int32(0)
     else:
         found, after = find_keyword(chars, n, keyword)
-    value, ok, end = _int_from(chars, n, after, max_digits, signed)
+    value, ok, _, end = _int_from(chars, n, after, max_digits, signed)
     ok = found & ok
     if exact:
         begin = after - (len(keyword) if keyword is not None else 0)
@@ -104,9 +104,9 @@ def parse_int(
 
 
 def _int_from(chars: jax.Array, n: jax.Array, after: jax.Array, max_digits: int, signed: bool
-              ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The integer at the first character from `after` on that is not a space, ':' or '=': (value, ok, one past its
-    last digit). ok: 1..max_digits digits there."""
+              ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """The integer at the first character from `after` on that is not a space, ':' or '=': (value, ok, its first
+    digit's position, one past its last digit). ok: 1..max_digits digits there."""
     size = chars.shape[0]
     pos = jnp.arange(size)
     skip = (chars == SPACE) | (chars == _COLON) | (chars == _EQUAL)
@@ -124,7 +124,8 @@ def _int_from(chars: jax.Array, n: jax.Array, after: jax.Array, max_digits: int,
     powers = jnp.asarray(10, jnp.int32) ** jnp.clip(place, 0, max_digits - 1)
     value = jnp.sum(jnp.where(run.astype(bool), (digits - _ZERO) * powers, 0))
     value = jnp.where(neg, -value, value)
-    return value, ok, q + nd + neg.astype(jnp.int32)
+    first = q + neg.astype(jnp.int32)
+    return value, ok, first, first + nd
 
 
 def _blank_outside(chars: jax.Array, n: jax.Array, begin: jax.Array, end: jax.Array) -> jax.Array:
@@ -134,23 +135,36 @@ def _blank_outside(chars: jax.Array, n: jax.Array, begin: jax.Array, end: jax.Ar
     return jnp.all(blank | (pos >= begin) & (pos < end))
 
 
-def parse_call(chars: jax.Array, n: jax.Array, keyword: str, ops: str, max_digits: int = 9
-               ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+class Call(NamedTuple):
+    """A parsed tool call `keyword: A op B` (`parse_call`); the spans are character positions of the reply."""
+
+    a: jax.Array  # [] int32 (0 when not ok)
+    op: jax.Array  # [] int32: the op's index in `ops`
+    b: jax.Array  # [] int32
+    ok: jax.Array  # [] bool
+    a_span: tuple[jax.Array, jax.Array]  # [start, end) of A's digits
+    op_at: jax.Array  # [] the op's position
+    b_span: tuple[jax.Array, jax.Array]  # [start, end) of B's digits
+
+
+def parse_call(chars: jax.Array, n: jax.Array, keyword: str, ops: str, max_digits: int = 9) -> Call:
     """A tool call `keyword: A op B` and nothing else (spaces aside), e.g. 'calc: 37*91' with ops "+-*" ->
-    (37, 2, 91, True): (a, the op's index in `ops`, b, ok). Malformed -> ok False (the numbers are then 0)."""
+    a=37, op=2, b=91, ok=True. Malformed -> ok False (the numbers are then 0)."""
     found, after = find_keyword(chars, n, keyword)
-    a, ok_a, end_a = _int_from(chars, n, after, max_digits, signed=False)
+    a, ok_a, start_a, end_a = _int_from(chars, n, after, max_digits, signed=False)
     pos = jnp.arange(chars.shape[0])
     q = jnp.argmax((pos >= end_a) & (chars != SPACE))  # the first character after A that is not a space
     sign = chars[q]
-    op = jnp.argmax(sign == jnp.asarray(text_codes(ops)))
-    ok_op = jnp.any(sign == jnp.asarray(text_codes(ops))) & (pos >= end_a).any() & (q < n)
-    b, ok_b, end_b = _int_from(chars, n, q + 1, max_digits, signed=False)
+    codes = jnp.asarray(text_codes(ops))
+    op = jnp.argmax(sign == codes)
+    ok_op = jnp.any(sign == codes) & (pos >= end_a).any() & (q < n)
+    b, ok_b, start_b, end_b = _int_from(chars, n, q + 1, max_digits, signed=False)
     # B must follow the op (only spaces between): _int_from skips ':' and '=' too, which a call must not have
     between = (pos > q) & (pos < end_b) & ~is_digit(chars)
     no_gap = ~jnp.any(between & (chars != SPACE))
     ok = found & ok_a & ok_op & ok_b & no_gap & _blank_outside(chars, n, after - len(keyword), end_b)
-    return jnp.where(ok, a, 0), jnp.where(ok, op, 0), jnp.where(ok, b, 0), ok
+    return Call(jnp.where(ok, a, 0), jnp.where(ok, op, 0), jnp.where(ok, b, 0), ok, (start_a, end_a), q,
+                (start_b, end_b))
 
 
 _B1, _B2 = 131, 1000003

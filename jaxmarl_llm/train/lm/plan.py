@@ -138,6 +138,9 @@ class Turns(NamedTuple):
     critic_obs: jax.Array  # [T, N, A, F] MAPPO critic input (width 0 with per-seat value heads)
     valid: jax.Array  # [T, N, A, K] bool: the candidates allowed at this turn (width 0 with free actions)
     reward: jax.Array  # [T, N, A]
+    # [T, N, A, M]: the part of `reward` the env paid to each token of the reply (`info["token_reward"]`; zeros
+    # when it pays the reply as a whole); token-level credit places it on its tokens
+    token_reward: jax.Array
     alive: jax.Array  # [T, N] bool: the episode was running at this turn
     acted: jax.Array  # [T, N, A] bool: active and alive (the seat chose an action)
     acts: jax.Array  # [T, N, A] bool: active, alive and learning (its tokens enter the policy loss)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxmarl_llm.envs.text.base import INFO_RATIOS
+from jaxmarl_llm.envs.text.base import INFO_RATIOS, TOKEN_REWARD
 from jaxmarl_llm.envs.text.buffers import TextAction
 from jaxmarl_llm.envs.text.mixture import GAME_INFO
 from jaxmarl_llm.models import fsdp
@@ -73,12 +73,14 @@ def rollout(plan: Plan, path, env, policy: LMPolicy, key: jax.Array, base, train
         loss_mask = mask & (jnp.arange(m) == 0) if plan.actions == "scored" else mask
         next_obs, env_state2, reward, term, trunc, info = jax.vmap(env.step)(per_env(k_env), env_state, action)
         done = jnp.all(term | trunc, axis=-1) & alive
+        token_reward = info.get(TOKEN_REWARD, jnp.zeros(tokens.shape, jnp.float32)) * loss_mask  # [N, A, M]
         rec = Turns(
             prompt=obs.tokens if path.keep_prompts else obs.tokens[..., :0], prompt_len=obs.length,
             action=action.tokens, action_mask=loss_mask, logprob=jnp.where(loss_mask, logprob, 0.0),
-            value=value * active, critic_obs=critic_obs, valid=valid, reward=reward * alive[:, None], alive=alive,
+            value=value * active, critic_obs=critic_obs, valid=valid, reward=reward * alive[:, None],
+            token_reward=token_reward * alive[:, None, None], alive=alive,
             acted=active & alive[:, None], acts=active & alive[:, None] & seats.learns, done=done,
-            info={k: v for k, v in info.items() if jnp.ndim(v) <= 2},
+            info={k: v for k, v in info.items() if jnp.ndim(v) <= 2 and k != TOKEN_REWARD},
         )
         return (env_state2, next_obs, alive & ~done, cache), rec
 
