@@ -32,6 +32,7 @@ _REGISTRY: dict[str, str] = {
     "host/tic_tac_toe": "jaxmarl_llm.envs.host.tic_tac_toe:HostTicTacToe",
     "host/textarena": "jaxmarl_llm.envs.host.textarena:TextArenaEnv",
     "host/code": "jaxmarl_llm.envs.host.code:CodeEnv",
+    "host/tools": "jaxmarl_llm.envs.host.tools:ToolEnv",
     "host/pettingzoo_tic_tac_toe": "jaxmarl_llm.envs.host.pettingzoo:PettingZooTicTacToe",
 }
 

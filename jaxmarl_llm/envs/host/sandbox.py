@@ -2,6 +2,7 @@
 
     graded = grade("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"])
     graded.share   # 1.0: the reward is the share of tests passed
+    ran = run("print(37 * 91)")   # a Python tool: Ran(output="3367" and a newline, failure="")
 
 Each call runs `python -I -S` (no site-packages, no user paths) in a fresh temporary directory that is deleted
 after, with an empty environment, in its own process group, under OS limits: CPU seconds (RLIMIT_CPU), a wall
@@ -97,12 +98,14 @@ def main():
                                                                        "multiprocessing", "_ctypes", "_socket"):
             raise PermissionError(f"sandbox: import {args[0]} is not allowed")
 
-    tests = task["tests"]
+    tests, show = task["tests"], task.pop("show")
     space = {"__name__": "solution", "__builtins__": __builtins__}
     sys.addaudithook(hook)
     try:
         exec(compile(task["code"], "solution.py", "exec"), space)
-    except BaseException:
+    except BaseException as err:
+        if show:  # a tool's caller reads the error, as a REPL prints it (the last line, no grader frames)
+            print(f"{type(err).__name__}: {err}", file=sys.stderr)
         return
     for i, test in enumerate(tests):
         try:
@@ -128,8 +131,27 @@ def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
 _SIGNALS = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "output", signal.SIGKILL: "killed", signal.SIGSEGV: "crash"}
 
 
+class Ran(NamedTuple):
+    output: str  # what the code printed (stdout, then stderr), at most `limits.output_bytes` of each
+    failure: str  # as Graded's
+
+
 def grade(code: str, tests: list[str], limits: Limits = Limits()) -> Graded:
     """Run `code` and then each test (a Python statement, usually an assert) in a contained subprocess."""
+    passed, failure, _ = _contained(code, tests, limits)
+    return Graded(len(passed), len(tests), failure)
+
+
+def run(code: str, limits: Limits = Limits()) -> Ran:
+    """Run `code` in the same containment and return what it printed: a Python tool an agent calls. An
+    exception ends the output with its one-line message (`ZeroDivisionError: division by zero`), as a REPL's
+    last line shows it."""
+    _, failure, output = _contained(code, [], limits, show_errors=True)
+    return Ran(output, failure)
+
+
+def _contained(code: str, tests: list[str], limits: Limits, show_errors: bool = False) -> tuple[set, str, str]:
+    """(the tests passed, why the run ended early or "", stdout + stderr as text) of one contained run."""
     folder = tempfile.mkdtemp(prefix="jaxmarl-sandbox-")
     key = secrets.token_hex(16)
     read, write = os.pipe()
@@ -143,7 +165,7 @@ def grade(code: str, tests: list[str], limits: Limits = Limits()) -> Graded:
         os.close(write)
         try:
             child.stdin.write(json.dumps({"code": code, "tests": list(tests), "key": key, "root": folder,
-                                          "fd": write, "limits": _rlimits(limits)}).encode())
+                                          "fd": write, "limits": _rlimits(limits), "show": show_errors}).encode())
             child.stdin.close()
         except BrokenPipeError:
             pass
@@ -160,7 +182,11 @@ def grade(code: str, tests: list[str], limits: Limits = Limits()) -> Graded:
         if not failure and child.returncode:
             code_ = child.returncode
             failure = _SIGNALS.get(signal.Signals(-code_), f"signal {-code_}") if code_ < 0 else f"exit {code_}"
-        return Graded(len(passed), len(tests), failure)
+        output = ""
+        for name in ("stdout", "stderr"):
+            with open(os.path.join(folder, name), "rb") as f:
+                output += f.read(limits.output_bytes).decode(errors="replace")
+        return passed, failure, output
     finally:
         if child is not None:
             try:
