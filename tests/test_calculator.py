@@ -168,3 +168,23 @@ def test_a_mixture_of_lengths_draws_each_and_grades_calls_by_their_own_length(bp
     for k in range(4):
         _, total, solved = _play(env, make_script("text/calculator", env), jax.random.PRNGKey(k))
         assert solved and total == 1.5  # the call's full credit and the product
+
+
+def test_candidates_list_every_call_and_answer_and_the_last_turn_answers(bpe):
+    """candidates=True: every product call of the range and every answer in range, the expert's replies among
+    them; answer_last: on the last turn only answers are valid, and a call there is a format error."""
+    env = Calculator(tokenizer=bpe, digits=1, max_turns=2, candidates=True, answer_last=True)
+    rows = {tuple(r) for r in env.action_candidates}
+    assert len(env.action_candidates) == 64 + (81 - 4 + 1) and env.num_calls == 64
+    _, s = env.reset_to(7, 8)
+    expert = make_script("text/calculator", env)
+    action, _, _ = expert.act(jax.random.PRNGKey(0), expert.init(s), s)
+    assert tuple(np.asarray(action.tokens[0, : int(action.length[0])]).tolist()) in rows  # calc: 7*8
+    assert bool(env.candidate_mask(s).all())
+    out = env.step(jax.random.PRNGKey(0), s, action)
+    mask = np.asarray(env.candidate_mask(out.state))[0]
+    assert not mask[:64].any() and mask[64:].all()
+    again = env.step(jax.random.PRNGKey(0), out.state, env.call_action(jnp.int32(7), jnp.int32(8)))
+    assert bool(again.info["format_error"][0]) and float(again.reward[0]) == -1.0 and bool(again.truncated[0])
+    with pytest.raises(ValueError, match="at most 2 digits"):
+        Calculator(tokenizer=bpe, digits=3, candidates=True)

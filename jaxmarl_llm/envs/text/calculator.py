@@ -8,6 +8,11 @@ turn, or `Answer: N`, which ends the episode: +1 when N is the product, 0 otherw
 error (`format_penalty`, default -1; an `Invalid.` line is appended and the episode goes on). With `tool=False`
 the prompt offers no calculator and a call is a format error: the same task answered in one's head.
 
+`answer_last=True` makes the last turn an answer (a call there is a format error). `candidates=True` (operands of
+at most 2 digits) lists every product call and every answer in range as `action_candidates`, so
+`policy.actions="constrained"` samples well-formed replies from a random model with no format stage (with
+`answer_last`, only answers on the last turn).
+
 The calculator is pure JAX (the product of two 9-digit-or-less integers in int32 range), so the episode stays a
 jittable state machine; `envs/host` is for tools that need the host.
 
@@ -89,7 +94,7 @@ def operand_range(digits: jax.Array) -> tuple[jax.Array, jax.Array]:
 class Calculator(TextEnv):
     def __init__(self, tokenizer=None, digits: int | tuple[int, ...] = 4, max_turns: int = 3, tool: bool = True,
                  call_credit: float = 0.0, answer_credit: float = 0.0, split: str = "train", capacity: int = 160,
-                 max_action_tokens: int = 16):
+                 max_action_tokens: int = 16, candidates: bool = False, answer_last: bool = False):
         super().__init__(tokenizer, ("solver",), capacity, max_action_tokens)
         self.sizes = tuple(int(d) for d in digits) if isinstance(digits, (tuple, list)) else (int(digits),)
         if not self.sizes or any(not 1 <= d <= 4 for d in self.sizes):
@@ -101,10 +106,20 @@ class Calculator(TextEnv):
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.digits, self.max_turns, self.tool, self.split = digits, int(max_turns), bool(tool), split
         self.call_credit, self.answer_credit = float(call_credit), float(answer_credit)
+        self.answer_last = bool(answer_last)  # the last turn must answer: a call there is a format error
         self.pieces = self.codec.table([str(d) for d in range(10)] + list(WORDS))
         longest = len(self.codec.encode("calc: " + "9" * digits + "*" + "9" * digits))
         if longest > max_action_tokens:
             raise ValueError(f"max_action_tokens={max_action_tokens} cannot hold a call ({longest} tokens)")
+        if candidates:  # every well-formed product call and every answer in range (policy.actions="constrained")
+            if digits > 2:
+                raise ValueError(f"candidates lists every call: at most 2 digits (about 18 000 replies), got {digits}")
+            ranges = [range(2 if d == 1 else 10 ** (d - 1), 10 ** d) for d in self.sizes]
+            calls = [f"calc: {x}*{y}" for r in ranges for x in r for y in r]
+            top = max(r[-1] for r in ranges) ** 2
+            answers = [f"Answer: {v}" for v in range(min(r[0] for r in ranges) ** 2, top + 1)]
+            self.action_candidates = self._action_table((calls if tool else []) + answers).rows()
+            self.num_calls = len(calls) if tool else 0
         problem = 2 * digits + 3  # "What is ", A, " * ", B, "?\n" in pieces
         said = MAX_RESULT_DIGITS + 4  # "\n", "= ", a sign, the digits, "\n"
         self._setup([self.codec.encode(PROMPT_TOOL if tool else PROMPT_HEAD)],
@@ -177,6 +192,8 @@ class Calculator(TextEnv):
         chars, n = self._chars(tokens, length)
         call = parsing.parse_call(chars[0], n[0], "calc", OPS, max_digits=self.digits)
         x, op, y, is_call = call.a, call.op, call.b, call.ok
+        if self.answer_last:
+            is_call = is_call & (state.turn < params.max_steps - 1)
         value, is_answer = parsing.parse_int(chars[0], n[0], keyword="answer", max_digits=MAX_RESULT_DIGITS,
                                              signed=True, exact=True)
         is_call = is_call & self.tool
@@ -234,6 +251,12 @@ class Calculator(TextEnv):
         ends = jnp.cumsum(count)  # one past each token's last character
         token_of = jnp.sum(ends[None, :] <= jnp.arange(per_char.shape[0])[:, None], axis=1)  # [C]
         return jnp.zeros((m,), jnp.float32).at[token_of].add(per_char, mode="drop")
+
+    def candidate_mask(self, state) -> jax.Array:
+        """[1, K]: every listed reply (`candidates=True`); with `answer_last` only the answers on the last turn."""
+        k = jnp.arange(len(self.action_candidates))
+        last = self.answer_last & (state.turn >= self.max_turns - 1)
+        return ((k >= self.num_calls) | ~last)[None]
 
     def random_action(self, key, state) -> TextAction:
         """A call on random operands or a random answer (a coin; the last turn answers)."""
