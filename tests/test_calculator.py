@@ -186,5 +186,7 @@ def test_candidates_list_every_call_and_answer_and_the_last_turn_answers(bpe):
     assert not mask[:64].any() and mask[64:].all()
     again = env.step(jax.random.PRNGKey(0), out.state, env.call_action(jnp.int32(7), jnp.int32(8)))
     assert bool(again.info["format_error"][0]) and float(again.reward[0]) == -1.0 and bool(again.truncated[0])
+    plain = Calculator(tokenizer=bpe, digits=1)
+    assert plain.candidate_mask(plain.reset_to(7, 8)[1]).shape == (1, 0)  # free text: no candidates
     with pytest.raises(ValueError, match="at most 2 digits"):
         Calculator(tokenizer=bpe, digits=3, candidates=True)

@@ -254,6 +254,8 @@ class Calculator(TextEnv):
 
     def candidate_mask(self, state) -> jax.Array:
         """[1, K]: every listed reply (`candidates=True`); with `answer_last` only the answers on the last turn."""
+        if self.action_candidates is None:
+            return super().candidate_mask(state)
         k = jnp.arange(len(self.action_candidates))
         last = self.answer_last & (state.turn >= self.max_turns - 1)
         return ((k >= self.num_calls) | ~last)[None]
