@@ -109,6 +109,11 @@ def test_digit_credit_by_brute_force(bpe):
         np.testing.assert_allclose(float(r), b * brute_places(guess, product), atol=1e-6, err_msg=str(guess))
         np.testing.assert_allclose(float(places_right(jnp.int32(guess), jnp.int32(product))),
                                    brute_places(guess, product), atol=1e-6)
+    near = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(product + 10)))  # 7006662: the tens wrong
+    pieces = [bpe.decode([int(t)]) for t in np.asarray(env.answer_action(jnp.int32(product + 10)).tokens[0])]
+    paid = np.asarray(near.info["token_reward"][0])
+    assert [pieces[i] for i in np.flatnonzero(paid)] == list("700662")  # every digit but the tens, on its token
+    np.testing.assert_allclose(paid.sum(), float(near.reward[0]), atol=1e-6)
     assert float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(-product))).reward[0]) == 0.0
     assert float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(product))).reward[0]) == 1.0
     out = step(jax.random.PRNGKey(0), s, env.call_action(jnp.int32(1299), jnp.int32(5078)))  # 2 + 1 + 3 of 9

@@ -20,7 +20,8 @@ Dense rewards for a policy that has not yet found the product (default 0, off): 
 call c x the share of the problem's characters it names at their places (the operands' digits, units with units,
 and the `*`), each character's part paid to the token that wrote it (`info["token_reward"]`: with
 `config.credit="token"` each digit of a call is credited for itself, not the call as a whole); `answer_credit=d`
-pays a wrong answer d x the share of the product's digits it has at their places. The right answer earns 1 whatever they are.
+pays a wrong answer d x the share of the product's digits it has at their places, each digit's part to its token
+too. The right answer earns 1 whatever they are.
 (`answer_credit` has a trap: a constant answer earns the most common digits' share, a steady reward that a
 policy settles on before any call is right; `call_credit` alone has none, every constant call earns chance.)
 
@@ -203,12 +204,14 @@ class Calculator(TextEnv):
         ok = is_call | is_answer
         reward = jnp.where(correct, 1.0, jnp.where(ok, 0.0, params.format_penalty))
         token_reward = jnp.zeros((1, self.max_action_tokens), jnp.float32)
+        paid = jnp.zeros(chars.shape[-1:], jnp.float32)  # [C] the parts paid to the reply's characters
         if self.answer_credit:
             same_sign = jnp.sign(value) == jnp.sign(product)
-            reward = reward + jnp.where(is_answer & ~correct & same_sign,
-                                        self.answer_credit * places_right(value, product), 0.0)
+            right = self._answered(chars[0], n[0], product) * (is_answer & ~correct & same_sign)
+            paid = paid + self.answer_credit * right
         if self.call_credit:
-            paid = self.call_credit * self._named(chars[0], call, state) * (is_call & ~state.graded)  # [C]
+            paid = paid + self.call_credit * self._named(chars[0], call, state) * (is_call & ~state.graded)
+        if self.answer_credit or self.call_credit:
             token_reward = self._per_token(paid, tokens[0], length[0])[None]
             reward = reward + paid.sum()
         new = self._append(state, tokens, length)
@@ -243,6 +246,17 @@ class Calculator(TextEnv):
         right_b, len_b = digits_right(call.b_span, state.b)
         right_op = (pos == call.op_at) & (call.op == TIMES)
         return (right_a | right_b | right_op) / (len_a + 1 + len_b).astype(jnp.float32)
+
+    def _answered(self, chars: jax.Array, n: jax.Array, product: jax.Array) -> jax.Array:
+        """[C] float32: each digit of an answer (`Answer: N`, exact) that is the product's digit at its place (units
+        with units), over the longer of the two numbers: `places_right`, character by character."""
+        pos = jnp.arange(chars.shape[0])
+        digit = parsing.is_digit(chars) & (pos < n)
+        last = jnp.max(jnp.where(digit, pos, -1))  # the units digit
+        place = jnp.clip(last - pos, 0, MAX_RESULT_DIGITS - 1)
+        want, length = (product // jnp.asarray(10, jnp.int32) ** place) % 10, digits_of(product, MAX_RESULT_DIGITS)[1]
+        right = digit & (last - pos < length) & (chars - ord("0") == want)
+        return right / jnp.maximum(digit.sum(), length).astype(jnp.float32)
 
     def _per_token(self, per_char: jax.Array, tokens: jax.Array, length: jax.Array) -> jax.Array:
         """[C] per character -> [M] per token of the reply (each character's amount to the token that wrote it)."""
