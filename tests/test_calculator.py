@@ -9,7 +9,7 @@ import pytest
 from jaxmarl_llm.data.teachers import make_script
 from jaxmarl_llm.envs import registry
 from jaxmarl_llm.envs.text import parsing
-from jaxmarl_llm.envs.text.calculator import Calculator, places_right
+from jaxmarl_llm.envs.text.calculator import Calculator
 from jaxmarl_llm.envs.text.codec import NONE, text_codes
 from jaxmarl_llm.tokenizers import GAMES_BPE, HFTokenizer
 
@@ -107,8 +107,6 @@ def test_digit_credit_by_brute_force(bpe):
     for guess in (product + 1, product + 10_000, product // 10, 7016652, 1, product * 10 + 2):
         r = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(guess))).reward[0]
         np.testing.assert_allclose(float(r), b * brute_places(guess, product), atol=1e-6, err_msg=str(guess))
-        np.testing.assert_allclose(float(places_right(jnp.int32(guess), jnp.int32(product))),
-                                   brute_places(guess, product), atol=1e-6)
     near = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(product + 10)))  # 7006662: the tens wrong
     pieces = [bpe.decode([int(t)]) for t in np.asarray(env.answer_action(jnp.int32(product + 10)).tokens[0])]
     paid = np.asarray(near.info["token_reward"][0])

@@ -6,10 +6,11 @@
 Each game plays `play.versus_builtins`'s greedy matches against the opponents among `opponents` that it offers
 (`builtin_players`), and a game with a tree of information sets (poker) adds `exploitability.lm_exploitability`'s
 numbers. A one-seat task (calculator, guess the number, a host task) plays `episodes` greedy episodes alone:
-`<game>/solved` (where it reports it), `<game>/mean_return`, `<game>/format_error`. The games run as the sub-envs themselves (their own observation widths and reply widths), with the same
-model and adapters acting among the game's own replies (`game_policy`): restricted to a game's valid replies, the
-mixture's union of candidates gives the same distribution, so these are the moves the mixture's policy makes in that
-game. Jittable: train/lm_rl.py's in-graph evaluation runs it inside the update.
+`<game>/solved` (where it reports it), `<game>/mean_return`, `<game>/format_error`. The games run as the
+sub-envs themselves (their own observation widths and reply widths), with the same model and adapters acting
+among the game's own replies (`game_policy`): restricted to a game's valid replies, the mixture's union of
+candidates gives the same distribution, so these are the moves the mixture's policy makes in that game.
+Jittable: train/lm_rl.py's in-graph evaluation runs it inside the update.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ Python through the host bridge, where any tool can live.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -134,7 +135,8 @@ class ToolEnv(HostTextEnv):
         if unknown:
             raise ValueError(f"tools: {', '.join(unknown)} unknown; the tools are {', '.join(TOOLS)}")
         limits = Limits(cpu_seconds=int(cpu_seconds), wall_seconds=float(wall_seconds))
-        game = lambda: ToolTask(int(digits), tuple(tools), bool(checker), int(max_turns), int(tool_chars), limits)  # noqa: E731
+        game = functools.partial(ToolTask, int(digits), tuple(tools), bool(checker), int(max_turns), int(tool_chars),
+                                 limits)
         agents = ("solver", "checker") if checker else ("solver",)
         super().__init__(game, "tools", agents, tokenizer, capacity, max_action_tokens, turn_tokens,
                          info_keys=INFO_KEYS, workers=workers)

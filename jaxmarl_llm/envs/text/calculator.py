@@ -78,12 +78,16 @@ def digits_of(value: jax.Array, width: int) -> tuple[jax.Array, jax.Array]:
     return jnp.where(jnp.arange(width) >= width - count, d, -1), count
 
 
-def places_right(guess: jax.Array, truth: jax.Array, width: int = MAX_RESULT_DIGITS) -> jax.Array:
-    """[] float32: the share of `truth`'s digits that `guess` has at the same places (units with units), over the
-    longer of the two (a digit too many or too few costs its place)."""
-    g, ng = digits_of(guess, width)
-    t, nt = digits_of(truth, width)
-    return jnp.sum((g == t) & (t >= 0)) / jnp.maximum(ng, nt).astype(jnp.float32)
+def in_place(chars: jax.Array, span: tuple[jax.Array, jax.Array], truth: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(right [C] bool: each digit written in chars[span] that is `truth`'s digit at the same place, units with
+    units; the longer of the written number and `truth`, in digits): a digit too many or too few costs its place."""
+    start, end = span
+    pos = jnp.arange(chars.shape[0])
+    place = jnp.clip(end - 1 - pos, 0, MAX_RESULT_DIGITS - 1)
+    want = (truth // jnp.asarray(10, jnp.int32) ** place) % 10
+    _, length = digits_of(truth, MAX_RESULT_DIGITS)
+    right = (pos >= start) & (pos < end) & (place < length) & (chars - ord("0") == want)
+    return right, jnp.maximum(end - start, length)
 
 
 def operand_range(digits: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -115,10 +119,10 @@ class Calculator(TextEnv):
         if candidates:  # every well-formed product call and every answer in range (policy.actions="constrained")
             if digits > 2:
                 raise ValueError(f"candidates lists every call: at most 2 digits (about 18 000 replies), got {digits}")
-            ranges = [range(2 if d == 1 else 10 ** (d - 1), 10 ** d) for d in self.sizes]
-            calls = [f"calc: {x}*{y}" for r in ranges for x in r for y in r]
-            top = max(r[-1] for r in ranges) ** 2
-            answers = [f"Answer: {v}" for v in range(min(r[0] for r in ranges) ** 2, top + 1)]
+            bounds = [tuple(map(int, operand_range(jnp.int32(d)))) for d in self.sizes]  # (low, high) per length
+            calls = [f"calc: {x}*{y}" for lo, hi in bounds for x in range(lo, hi + 1) for y in range(lo, hi + 1)]
+            smallest, largest = min(lo for lo, _ in bounds) ** 2, max(hi for _, hi in bounds) ** 2
+            answers = [f"Answer: {v}" for v in range(smallest, largest + 1)]
             self.action_candidates = self._action_table((calls if tool else []) + answers).rows()
             self.num_calls = len(calls) if tool else 0
         problem = 2 * digits + 3  # "What is ", A, " * ", B, "?\n" in pieces
@@ -203,7 +207,6 @@ class Calculator(TextEnv):
         result = jnp.where(op == 0, x + y, jnp.where(op == 1, x - y, x * y))
         ok = is_call | is_answer
         reward = jnp.where(correct, 1.0, jnp.where(ok, 0.0, params.format_penalty))
-        token_reward = jnp.zeros((1, self.max_action_tokens), jnp.float32)
         paid = jnp.zeros(chars.shape[-1:], jnp.float32)  # [C] the parts paid to the reply's characters
         if self.answer_credit:
             same_sign = jnp.sign(value) == jnp.sign(product)
@@ -211,9 +214,8 @@ class Calculator(TextEnv):
             paid = paid + self.answer_credit * right
         if self.call_credit:
             paid = paid + self.call_credit * self._named(chars[0], call, state) * (is_call & ~state.graded)
-        if self.answer_credit or self.call_credit:
-            token_reward = self._per_token(paid, tokens[0], length[0])[None]
-            reward = reward + paid.sum()
+        token_reward = self._per_token(paid, tokens[0], length[0])[None]
+        reward = reward + paid.sum()
         new = self._append(state, tokens, length)
         rows = jnp.concatenate([jnp.int32([NEWLINE, EQUALS]), self._number_rows(result, MAX_RESULT_DIGITS),
                                 jnp.int32([NEWLINE])])
@@ -231,32 +233,19 @@ class Calculator(TextEnv):
         """[C] float32: each character of a call that names the problem's at its place (an operand's digit, units
         with units, or the `*`), over the problem's characters (an operand written too long or too short counts
         its longer length)."""
-        pos = jnp.arange(chars.shape[0])
-
-        def digits_right(span, truth):  # (right [C], the longer of the two lengths)
-            start, end = span
-            inside = (pos >= start) & (pos < end)
-            place = jnp.clip(end - 1 - pos, 0, MAX_RESULT_DIGITS - 1)
-            want = (truth // jnp.asarray(10, jnp.int32) ** place) % 10
-            _, length = digits_of(truth, self.digits)
-            right = inside & (place < length) & (chars - ord("0") == want)
-            return right, jnp.maximum(end - start, length)
-
-        right_a, len_a = digits_right(call.a_span, state.a)
-        right_b, len_b = digits_right(call.b_span, state.b)
-        right_op = (pos == call.op_at) & (call.op == TIMES)
+        right_a, len_a = in_place(chars, call.a_span, state.a)
+        right_b, len_b = in_place(chars, call.b_span, state.b)
+        right_op = (jnp.arange(chars.shape[0]) == call.op_at) & (call.op == TIMES)
         return (right_a | right_b | right_op) / (len_a + 1 + len_b).astype(jnp.float32)
 
     def _answered(self, chars: jax.Array, n: jax.Array, product: jax.Array) -> jax.Array:
-        """[C] float32: each digit of an answer (`Answer: N`, exact) that is the product's digit at its place (units
-        with units), over the longer of the two numbers: `places_right`, character by character."""
+        """[C] float32: each digit of an answer (`Answer: N`, exact: its digits are one run) that is the product's
+        digit at its place, over the longer of the two numbers."""
         pos = jnp.arange(chars.shape[0])
         digit = parsing.is_digit(chars) & (pos < n)
-        last = jnp.max(jnp.where(digit, pos, -1))  # the units digit
-        place = jnp.clip(last - pos, 0, MAX_RESULT_DIGITS - 1)
-        want, length = (product // jnp.asarray(10, jnp.int32) ** place) % 10, digits_of(product, MAX_RESULT_DIGITS)[1]
-        right = digit & (last - pos < length) & (chars - ord("0") == want)
-        return right / jnp.maximum(digit.sum(), length).astype(jnp.float32)
+        first, last = jnp.argmax(digit), jnp.max(jnp.where(digit, pos, -1))
+        right, longer = in_place(chars, (first, last + 1), product)
+        return right / longer.astype(jnp.float32)
 
     def _per_token(self, per_char: jax.Array, tokens: jax.Array, length: jax.Array) -> jax.Array:
         """[C] per character -> [M] per token of the reply (each character's amount to the token that wrote it)."""
