@@ -11,7 +11,8 @@ learns to write `Guess: N` and nothing about which N, so it finds about 1% of th
 evaluation, written to <out_dir>/eval.json, is its zero-skill check). Stage 2 (lm_rl): PPO on that model's
 adapters with the dense reward of the bits each guess removes (`info_bonus`: bisection earns the most), free
 text, exact parsing (anything besides `Guess: N` is a format error, -1). In-graph evaluation: greedy play on the
-205 held-out secrets after training (`eval_episodes`), sampled success per update in metrics.csv.
+205 held-out secrets every 250 updates (`eval/solved` in metrics.csv) and after training (`eval_episodes`,
+eval.json), sampled success per update.
 `--config.model.preset=qwen3-0.6b` or `--config.model.checkpoint=<HF folder> --config.tokenizer=<HF folder>` run
 the same recipe on a real model.
 Measured (seed 0, 2 shared Xeon cores): the warm start solves 0.49% of the held-out secrets; RL to update 520
@@ -34,7 +35,9 @@ from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 # prompt 57 BPE tokens + 10 x (a guess <= 7 + end + an answer <= 5) fits 200; an invalid reply's answer is 24
 ENV = {"capacity": 256, "max_action_tokens": 8, "exact": True, "sizes": (1024,), "say_range": False,
-       "bonus": "found"}  # bonus: what info_bonus pays (envs/text/guess_number.py): the bits found, "expected" or "worst"
+       "bonus": "found", "digit_credit": False}
+# bonus: what info_bonus pays (envs/text/guess_number.py): the bits found, "expected" or "worst"; digit_credit: a
+# split bonus paid digit by digit (with --config.credit=token)
 MODEL = {"max_position_embeddings": 272}
 
 
@@ -49,4 +52,6 @@ def get_config(variant: str = ""):
     # discounted at 0.5 keep a move's credit mostly its own; no entropy bonus (the warm start's replies are as
     # random as a uniform player's, and a bonus of 0.05 held them there)
     c.ent_coef, c.gamma = 0.0, 0.5
+    # greedy play on the held-out secrets (full range) every 250 updates: eval/solved, eval/mean_return
+    c.in_graph_eval.update(every=250, episodes=205)
     return c

@@ -133,11 +133,19 @@ def test_own_turn_token_gae_chains_the_seats_tokens():
     a_b2 = d_b2 + g * lam * d_last
     np.testing.assert_allclose(np.asarray(adv2)[0], [d_a2 + g * lam * a_b2, a_b2], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(adv2)[2], np.asarray(adv)[2], atol=1e-6)
+    # gamma between turns only: t0a -> t0b undiscounted, t0b -> t2a discounted
+    adv3, _ = own_turn_token_gae(r, v, mask, g, lam, None, gamma_per_turn=True)
+    a_a3 = (0.0 + 1.0 * 0.1 - 0.5) + 1.0 * lam * a_b
+    np.testing.assert_allclose(np.asarray(adv3), [[a_a3, a_b], [0, 0], [d_last, 0], [0, 0]], rtol=1e-5, atol=1e-6)
+    # gamma 0 between turns: a reply's tokens share its reward, the next turn's is not theirs
+    adv0, _ = own_turn_token_gae(r, jnp.zeros_like(v), mask, 0.0, 1.0, None, gamma_per_turn=True)
+    np.testing.assert_allclose(np.asarray(adv0), [[3.0, 3.0], [0, 0], [7.0, 0], [0, 0]], atol=1e-6)
     # one token per turn: exactly the turn-level own-turn GAE
     key = jax.random.PRNGKey(0)
     rr, vv = jax.random.normal(key, (6, 5)), jax.random.normal(jax.random.fold_in(key, 1), (6, 5))
     aa = jax.random.bernoulli(jax.random.fold_in(key, 2), 0.6, (6, 5))
     ref = own_turn_gae(rr, vv, aa, g, lam)
-    got = own_turn_token_gae(rr, vv[..., None], aa[..., None], g, lam)
-    for x, y in zip(ref, got):
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y[..., 0]), atol=1e-5)
+    for per_turn in (False, True):
+        got = own_turn_token_gae(rr, vv[..., None], aa[..., None], g, lam, gamma_per_turn=per_turn)
+        for x, y in zip(ref, got):
+            np.testing.assert_allclose(np.asarray(x), np.asarray(y[..., 0]), atol=1e-5)

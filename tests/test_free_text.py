@@ -220,7 +220,9 @@ def test_guess_number_exact_parsing_makes_padding_a_format_error(bpe):
 def test_free_text_configs_run_both_stages(name, tmp_path):
     """configs/free_guess_number.py and configs/free_twenty_questions.py, cut to a few updates: the format stage
     (SFT on a random player) writes a model and its greedy evaluation, RL in free text starts from that model and
-    writes its own; every number is finite and the replies are free text (no candidate list)."""
+    writes its own; every number is finite and the replies are free text (no candidate list). Guess the number's
+    RL stage runs with its digit credit and an in-graph evaluation on the held-out secrets every update, whose last
+    numbers are the post-training evaluation's (eval.json: the same secrets, greedy, the same adapters)."""
     import importlib
     import json
 
@@ -234,6 +236,10 @@ def test_free_text_configs_run_both_stages(name, tmp_path):
         if not variant:
             config.model.checkpoint = str(tmp_path / "format" / "model")
             assert config.policy.actions == "free"
+            if name == "free_guess_number":
+                config.env_kwargs.update(bonus="expected", digit_credit=True)
+                config.credit, config.gamma = "token_by_turn", 0.0
+                config.in_graph_eval.update(every=1, episodes=8)
         config.run.out_dir, config.run.progress = str(tmp_path / out), False
         config.run.tensorboard, config.run.plot = False, False
         config.run.updates_per_chunk = updates
@@ -242,6 +248,10 @@ def test_free_text_configs_run_both_stages(name, tmp_path):
         assert all(np.isfinite(float(v)) for v in jax.tree.leaves(result["metrics"])), result["metrics"]
         report = json.load(open(tmp_path / out / "eval.json"))
         assert report["episodes"] == 8 and 0.0 <= report["success_rate"] <= 1.0, report
+        if not variant and name == "free_guess_number":
+            last = result["metrics"]
+            assert float(last["eval/solved"]) == report["success_rate"], (last, report)
+            np.testing.assert_allclose(float(last["eval/mean_return"]), report["episode_return"], atol=1e-4)
     assert (tmp_path / "format" / "model" / "config.json").exists()
 
 
@@ -319,3 +329,48 @@ def test_tic_tac_toe_commas_board_puts_every_cell_at_one_place(bpe):
     (cells,) = layout("commas")  # one layout for all 3**9 boards
     assert len(cells) == 9
     assert len(layout("grid")) > 1
+
+
+@pytest.mark.parametrize("bonus", ["expected", "worst"])
+def test_guess_number_digit_credit_pays_each_digit_the_change_in_the_best_guess_it_leaves(bpe, bonus):
+    """digit_credit: after each digit, the best bonus of any guess in 0..1023 that begins with the digits so far
+    (brute force over every number's decimal string); each digit is paid the change, the token after the number
+    the rest (the eos at the reply's length, which the env never sees); the parts add up to the guess's bonus,
+    which is already in the reward; a refused reply pays no token."""
+    from jaxmarl_llm.envs.text.buffers import TextAction
+    from jaxmarl_llm.envs.text.guess_number import BONUS_OF_SPLIT
+
+    env = GuessNumber(tokenizer=bpe, capacity=256, max_action_tokens=8, exact=True, info_bonus=0.5, bonus=bonus,
+                      digit_credit=True)
+    plain = GuessNumber(tokenizer=bpe, capacity=256, max_action_tokens=8, exact=True, info_bonus=0.5, bonus=bonus)
+    step, step0 = jax.jit(env.step), jax.jit(plain.step)
+    for low, high in ((0, 1023), (513, 767), (40, 47)):
+        worth = np.asarray(jax.vmap(lambda g: BONUS_OF_SPLIT[bonus](low, high, g, jnp.bool_(True)))(jnp.arange(1024)))
+        best = lambda prefix: max(worth[g] for g in range(1024) if str(g).startswith(prefix))  # noqa: E731
+        for guess in sorted({(low + high) // 2, low, high, 5, 51, 700, 1000, 0}):
+            text = f"Guess: {guess}"
+            ids = bpe.encode(text)
+            action = TextAction(jnp.asarray([ids + [bpe.eos_id] + [bpe.pad_id] * (7 - len(ids))], jnp.int32),
+                                jnp.asarray([len(ids) + 1]))
+            _, s = env.reset_to(jnp.int32(300))
+            s = s.replace(low=jnp.int32(low), high=jnp.int32(high))
+            out = step(jax.random.PRNGKey(0), s, action)
+            paid = np.asarray(out.info["token_reward"][0])
+            digits = str(guess)
+            first = len(ids) - len(digits)  # the games' BPE writes each digit as its own token
+            want = np.zeros(8)
+            for k in range(len(digits)):
+                want[first + k] = best(digits[:k + 1]) - (best(digits[:k]) if k else 0.0)
+            want[len(ids)] = worth[guess] - best(digits)  # the eos: stopping here, not writing more digits
+            np.testing.assert_allclose(paid, 0.5 * want, atol=1e-6, err_msg=str((low, high, guess)))
+            np.testing.assert_allclose(paid.sum(), 0.5 * worth[guess], atol=1e-6)
+            np.testing.assert_allclose(out.reward, step0(jax.random.PRNGKey(0), s, action).reward, atol=1e-6)
+            if guess == (low + high) // 2:  # bisection's digits are each paid at least 0
+                assert (paid[first:first + len(digits)] >= -1e-7).all()
+    # a reply that does not parse pays no token
+    bad = bpe.encode("Gues 512")
+    out = step(jax.random.PRNGKey(0), env.reset_to(jnp.int32(300))[1],
+               TextAction(jnp.asarray([bad + [bpe.pad_id] * (8 - len(bad))], jnp.int32), jnp.asarray([len(bad)])))
+    assert float(out.reward[0]) == -1.0 and not np.asarray(out.info["token_reward"]).any()
+    with pytest.raises(ValueError, match="digit_credit"):
+        GuessNumber(tokenizer=bpe, info_bonus=1.0, bonus="found", digit_credit=True)

@@ -18,20 +18,21 @@ def gae(
     next_values: jax.Array,  # [T, ...] V(s_{t+1}) of the true next state (before any reset)
     terminated: jax.Array,  # [T, ...] bool: no future after this step
     episode_end: jax.Array,  # [T, ...] bool: terminated or truncated; the recursion stops here
-    gamma: float | jax.Array,
+    gamma: float | jax.Array,  # a scalar, or [T, ...]: the discount from each step to the next
     lam: float | jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
     """Returns (advantages, returns = advantages + values), both [T, ...]."""
     not_term = 1.0 - terminated.astype(values.dtype)
     not_end = 1.0 - episode_end.astype(values.dtype)
     deltas = rewards + gamma * next_values * not_term - values  # [T, ...]
+    gammas = jnp.broadcast_to(jnp.asarray(gamma, deltas.dtype), deltas.shape)
 
     def backward(carry, x):
-        delta, cont = x
-        adv = delta + gamma * lam * cont * carry
+        delta, cont, g = x
+        adv = delta + g * lam * cont * carry
         return adv, adv
 
-    _, adv = jax.lax.scan(backward, jnp.zeros_like(deltas[0]), (deltas, not_end), reverse=True)
+    _, adv = jax.lax.scan(backward, jnp.zeros_like(deltas[0]), (deltas, not_end, gammas), reverse=True)
     return adv, adv + values
 
 

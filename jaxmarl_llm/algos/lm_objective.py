@@ -13,6 +13,7 @@ works in train.py and sweep.py. `hp` is any object with the fields a function re
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -66,11 +67,11 @@ def turn_gae(x: EstimatorInput, hp, state):
     return x.to_loss(adv), x.to_loss(ret), state
 
 
-def token_gae(x: EstimatorInput, hp, state):
+def token_gae(x: EstimatorInput, hp, state, gamma_per_turn: bool = False):
     """PPO with token-level credit: GAE over each learning seat's generated tokens, turn after turn (the turn's
     reward on its last token, the part paid to tokens on those tokens). -> (adv, ret) [T, N, A_l, M]."""
     adv, ret = own_turn_token_gae(x.to_loss(x.reward), x.token_value, x.token_mask, hp.gamma, hp.gae_lambda,
-                                  x.token_reward)
+                                  x.token_reward, gamma_per_turn)
     return adv, ret, state
 
 
@@ -156,6 +157,9 @@ def reinforce(logprob, old_logprob, token_adv, token_mask, entropy, hp, *, aggre
 ALGORITHMS: dict[str, Algorithm] = {
     "ppo": Algorithm(turn_gae, clipped_ppo, critic=True, groups=False),
     "ppo/token": Algorithm(token_gae, clipped_ppo, critic=True, groups=False, token_values=True),
+    # the same with gamma between turns only (`credit="token_by_turn"`)
+    "ppo/token_by_turn": Algorithm(functools.partial(token_gae, gamma_per_turn=True), clipped_ppo, critic=True,
+                                   groups=False, token_values=True),
     "grpo": Algorithm(group_normalized, clipped_grpo, critic=False),
     "rloo": Algorithm(leave_one_out, reinforce, critic=False),
     "magrpo": Algorithm(team_group_normalized, clipped_grpo, critic=False),
@@ -165,6 +169,9 @@ ALGORITHMS: dict[str, Algorithm] = {
     # the magnet moving toward the learner by magnet_rate a update; approaches Nash in two-player zero-sum games
     "mmd": Algorithm(turn_gae, clipped_ppo, critic=True, groups=False, magnet=True),
 }
+
+
+CREDITS = ("turn", "token", "token_by_turn")  # `--config.credit`: per turn, or per token (gamma per token or per turn)
 
 
 def registry_key(algo: str, credit: str = "turn") -> str:

@@ -43,7 +43,7 @@ def token_gae(
     values: jax.Array,  # [..., N] value of the state in which each token was chosen
     mask: jax.Array,  # [..., N] bool: real generated tokens
     bootstrap_value: jax.Array | None = None,  # [...] value after the row's last real token; None -> 0
-    gamma: float | jax.Array = 1.0,
+    gamma: float | jax.Array = 1.0,  # a scalar, or [..., N]: the discount from each token to the next real one
     lam: float | jax.Array = 1.0,
     dones: jax.Array | None = None,  # [..., N] bool: the episode terminates after this (real) token
 ) -> tuple[jax.Array, jax.Array]:
@@ -70,6 +70,7 @@ def token_gae(
     order = jnp.argsort(~m, axis=-1, stable=True)  # [..., N]: real tokens first, in order
     take = lambda x: jnp.take_along_axis(x, order, axis=-1)  # noqa: E731
     rc, vc, dc = take(r), take(v), take(d)
+    gc = take(jnp.broadcast_to(jnp.asarray(gamma, dtype), m.shape))
     count = jnp.sum(m, axis=-1, keepdims=True)  # [..., 1]
     j = jnp.arange(n)
     valid = j < count
@@ -79,7 +80,7 @@ def token_gae(
     ended = dc | is_last | ~valid  # padding: delta 0 and no carry, so advantage 0
 
     to_time = lambda x: jnp.moveaxis(x, -1, 0)  # noqa: E731  gae scans the leading axis
-    adv_c, _ = gae(to_time(rc), to_time(vc), to_time(next_v), to_time(dc), to_time(ended), gamma, lam)
+    adv_c, _ = gae(to_time(rc), to_time(vc), to_time(next_v), to_time(dc), to_time(ended), to_time(gc), lam)
     adv = jnp.take_along_axis(jnp.moveaxis(adv_c, 0, -1), jnp.argsort(order, axis=-1), axis=-1)
     adv = where_mask(adv, m)
     return adv, where_mask(adv + v, m)
@@ -111,13 +112,16 @@ def own_turn_token_gae(
     gamma: float | jax.Array = 1.0,
     lam: float | jax.Array = 1.0,
     token_rewards: jax.Array | None = None,  # [T, ..., M] the part of each turn's reward paid to its tokens
+    gamma_per_turn: bool = False,
 ) -> tuple[jax.Array, jax.Array]:
     """Token-level GAE over an agent's own turns of one episode: (advantages, returns) [T, ..., M], 0 where masked.
 
     Every generated token is a step; a turn's credited reward (`credit_to_own_turns`) sits on its last real
     token; the tokens of the agent's successive turns chain into one sequence, and after its last token the
-    future is worth 0 (the rollout runs every episode to its end). gamma and lam apply per token. With one
-    token per turn this is `gae.own_turn_gae`.
+    future is worth 0 (the rollout runs every episode to its end). gamma and lam apply per token; with
+    `gamma_per_turn`, gamma only between a turn's last token and the next turn (a reply's tokens undiscounted), so
+    gamma=0 grades each reply alone while a penalty on its last token still reaches every token of it. With one
+    token per turn both are `gae.own_turn_gae`.
     """
     m = mask.astype(bool)
     credited = credit_to_own_turns(rewards, m.any(-1))
@@ -127,6 +131,9 @@ def own_turn_token_gae(
         paid = jnp.where(m, token_rewards, 0.0)
         token_r = place_turn_reward(credited - paid.sum(-1), m) + paid
     seq = lambda x: jnp.moveaxis(x, 0, -2).reshape(x.shape[1:-1] + (-1,))  # noqa: E731  [T, ..., M] -> [..., T*M]
+    if gamma_per_turn:
+        gamma = jnp.where(last_token_mask(m), jnp.asarray(gamma, jnp.float32), 1.0)  # [T, ..., M]
+        gamma = seq(gamma)
     adv, ret = token_gae(seq(token_r), seq(values), seq(m), None, gamma, lam)
     back = lambda x: jnp.moveaxis(x.reshape(x.shape[:-1] + (m.shape[0], m.shape[-1])), -2, 0)  # noqa: E731
     return back(adv), back(ret)

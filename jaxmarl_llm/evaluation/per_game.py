@@ -39,8 +39,10 @@ def game_policy(policy: LMPolicy, env) -> LMPolicy:
 
 def alone(env, policy: LMPolicy, num_turns: int, episodes: int, seed: int = 0, chunk: int = 64):
     """fn(base, seat_loras) -> {"solved" (when the task reports it), "mean_return", "format_error": []}: greedy
-    episodes of a one-seat task (what `experiments/eval.py` reports for it). Jittable."""
-    match = play.make_match(env, play.with_temperature(policy, 0.0), ("lm",), num_turns, chunk=chunk)
+    episodes of a one-seat task (what `experiments/eval.py` reports for it). A task with held-out starts
+    (`env.heldout_start(i)`: guess the number's held-out secrets) plays those, else its own resets. Jittable."""
+    match = play.make_match(env, play.with_temperature(policy, 0.0), ("lm",), num_turns, chunk=chunk,
+                            start=getattr(env, "heldout_start", None))
     key = jax.random.PRNGKey(seed)
 
     def evaluate(base, seat_loras: tuple) -> dict[str, jax.Array]:
@@ -49,6 +51,16 @@ def alone(env, policy: LMPolicy, num_turns: int, episodes: int, seed: int = 0, c
         return {k: rates[k] for k in ("solved", "mean_return", "format_error") if k in rates}
 
     return evaluate
+
+
+def evaluator(env, policy: LMPolicy, num_turns: int, opponents: tuple[str, ...], episodes: int, seed: int = 0):
+    """The in-graph evaluation of `env`, fn(base, seat_loras) -> metrics: a mixture game by game
+    (`versus_each_game`), a one-seat task alone (`alone`), a game against its built-in players."""
+    if hasattr(env, "games"):
+        return versus_each_game(env, policy, num_turns, opponents, episodes, seed)
+    if env.num_agents == 1:
+        return alone(env, policy, num_turns, episodes, seed)
+    return play.versus_builtins(env, policy, num_turns, opponents, episodes, seed)
 
 
 def versus_each_game(env, policy: LMPolicy, num_turns: int, opponents: tuple[str, ...], episodes: int, seed: int = 0,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -62,8 +62,11 @@ class Outcomes(NamedTuple):
 
 
 def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: int, incremental: bool | None = None,
-               chunk: int = 64, compiler_options: dict[str, str] | None = None):
+               chunk: int = 64, compiler_options: dict[str, str] | None = None,
+               start: Callable[[jax.Array], tuple[Any, Any]] | None = None):
     """jit fn(key, base, loras (one entry per seat), num_episodes) -> (final env state [N], Outcomes).
+
+    start(i) -> (obs, state): episode i's start (default: `env.reset` with the match's key).
 
     incremental: keep each LM seat's KV cache across turns (default: when the env's transcripts only grow).
     compiler_options: for a top-level call, what the policy's attention backend needs
@@ -98,7 +101,10 @@ def make_match(env, policy: LMPolicy, seat_kinds: tuple[str, ...], num_turns: in
     @functools.partial(jax.jit, static_argnames="num_episodes", compiler_options=compiler_options)
     def match(key, base, seat_loras, num_episodes: int):
         k_reset, k_play = jax.random.split(key)
-        obs, state = jax.vmap(env.reset)(jax.vmap(lambda i: jax.random.fold_in(k_reset, i))(jnp.arange(num_episodes)))
+        if start is None:
+            obs, state = jax.vmap(env.reset)(jax.vmap(lambda i: jax.random.fold_in(k_reset, i))(jnp.arange(num_episodes)))
+        else:
+            obs, state = jax.vmap(start)(jnp.arange(num_episodes))
         a = env.num_agents
         zeros = jnp.zeros((num_episodes, a), bool)
         width = obs.tokens.shape[-1] + m

@@ -314,8 +314,8 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
     the pool's snapshots (snap1 = the newest) and the built-in players also play every pair, sampled: a rating
     per player ("eval/rating/<name>") and the matrix of mean returns ("eval/xplay/<row>/<col>")."""
     # a mixture of games (envs/text/mixture.py `games`): each game played alone, logged as eval/<game>/<key>
-    versus = (per_game.versus_each_game if hasattr(env, "games") else play.versus_builtins)(
-        env, policy, plan.num_turns, plan.eval_opponents, plan.eval_episodes, plan.eval_seed)
+    # (a one-seat task: played alone, on its held-out starts where it has them)
+    versus = per_game.evaluator(env, policy, plan.num_turns, plan.eval_opponents, plan.eval_episodes, plan.eval_seed)
     seat_loras = tuple(None if plan.agent_scale[a] == 0.0 else jax.tree.map(lambda x, s=s: x[s], trainable["lora"])
                        for a, s in enumerate(plan.slot_of_agent))
     if plan.eval_cross_play:

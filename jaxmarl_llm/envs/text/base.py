@@ -100,6 +100,17 @@ class TextEnv(Env):
             self.codec.token_chars, self.codec.token_nchars, tokens, length
         )
 
+    def _token_of_chars(self, tokens: jax.Array, length: jax.Array, num_chars: int) -> jax.Array:
+        """[M], [] -> [num_chars] int32: the index of the reply's token that wrote each character (M past its end)."""
+        count = jnp.where(jnp.arange(tokens.shape[0]) < length, self.codec.token_nchars[tokens], 0)
+        ends = jnp.cumsum(count)  # one past each token's last character
+        return jnp.sum(ends[None, :] <= jnp.arange(num_chars)[:, None], axis=1)
+
+    def _per_token(self, per_char: jax.Array, tokens: jax.Array, length: jax.Array) -> jax.Array:
+        """[C] per character -> [M] per token of one reply (each character's amount to the token that wrote it)."""
+        token_of = self._token_of_chars(tokens, length, per_char.shape[0])
+        return jnp.zeros(tokens.shape, jnp.float32).at[token_of].add(per_char, mode="drop")
+
     def _append(self, state, pieces: jax.Array, lens: jax.Array):
         """Per-agent append to `state`'s transcripts; lens 0 appends nothing; a finished episode gets nothing."""
         lens = jnp.where(state.done, 0, lens).astype(jnp.int32)  # pieces are pad after their true length

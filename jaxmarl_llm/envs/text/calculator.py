@@ -247,14 +247,6 @@ class Calculator(TextEnv):
         right, longer = in_place(chars, (first, last + 1), product)
         return right / longer.astype(jnp.float32)
 
-    def _per_token(self, per_char: jax.Array, tokens: jax.Array, length: jax.Array) -> jax.Array:
-        """[C] per character -> [M] per token of the reply (each character's amount to the token that wrote it)."""
-        m = tokens.shape[0]
-        count = jnp.where(jnp.arange(m) < length, self.codec.token_nchars[tokens], 0)
-        ends = jnp.cumsum(count)  # one past each token's last character
-        token_of = jnp.sum(ends[None, :] <= jnp.arange(per_char.shape[0])[:, None], axis=1)  # [C]
-        return jnp.zeros((m,), jnp.float32).at[token_of].add(per_char, mode="drop")
-
     def candidate_mask(self, state) -> jax.Array:
         """[1, K]: every listed reply (`candidates=True`); with `answer_last` only the answers on the last turn."""
         if self.action_candidates is None:

@@ -30,6 +30,13 @@ removes whatever the answer (`worst_case_bits_removed`, the larger side's): also
 sharp at the midpoint (a guess 10% off it earns 0.97 of the expected bonus's best, 0.74 of this one's), so it
 grades the exactness a win in 10 guesses needs.
 
+`digit_credit=True` (with `bonus="expected"` or `"worst"`) pays a guess's bonus digit by digit
+(`info["token_reward"]`, used by `config.credit="token"`): after each digit written, the best bonus any number that
+starts with those digits could still earn (`best_with_prefix`); each digit earns the change in that best, the token
+that ends the number (or the last digit, when the reply ends there) the rest. The parts add up to the guess's bonus,
+so the return is unchanged (potential-based shaping): only which token is told what changes. A wrong leading digit
+is told at once, where a bonus paid on the reply's last token leaves four digits to share the blame.
+
 `sizes=(16, 64, 256, 1024)` is a curriculum by mixture: each episode draws its range 0..n-1 uniformly from
 `sizes` (the prompt says which; the secret is a training secret below n; the bonus counts bits of that range, so
 every game's total is b). Small ranges are bisected in a few guesses, where a policy meets each interval often;
@@ -44,7 +51,7 @@ import numpy as np
 from flax import struct
 
 from jaxmarl_llm.envs.text import parsing
-from jaxmarl_llm.envs.text.base import TextEnv, TextParams, TextState
+from jaxmarl_llm.envs.text.base import TOKEN_REWARD, TextEnv, TextParams, TextState
 from jaxmarl_llm.envs.text.buffers import TextAction
 
 NUM_VALUES = 1024
@@ -103,6 +110,23 @@ def worst_case_bits_removed(low, high, guess, ok, size=NUM_VALUES) -> jax.Array:
 
 
 BONUS_OF_SPLIT = {"expected": expected_bits_removed, "worst": worst_case_bits_removed}
+MAX_DIGITS = 4  # a guess has at most 4 digits (0..1023)
+
+
+def best_with_prefix(low, high, prefix, count, split_bonus, size=NUM_VALUES) -> jax.Array:
+    """[] float32: the largest `split_bonus` (a function of BONUS_OF_SPLIT) of any guess in 0..1023 whose decimal
+    digits begin with the `count` digits of `prefix` (the number itself or it followed by up to 4 - count more
+    digits; no leading zero). Both bonuses peak at the interval's midpoint and fall away from it, so over a block of
+    numbers the best is at the midpoint clipped into the block."""
+    best = jnp.float32(0.0)
+    for more in range(MAX_DIGITS):  # the block prefix * 10^more .. prefix * 10^more + 10^more - 1
+        start = prefix * 10 ** more
+        stop = jnp.minimum(start + 10 ** more - 1, NUM_VALUES - 1)
+        fits = (count + more <= MAX_DIGITS) & (start <= stop) & ((prefix > 0) | (more == 0))
+        for mid in ((low + high) // 2, (low + high + 1) // 2):
+            guess = jnp.clip(mid, start, stop)
+            best = jnp.maximum(best, jnp.where(fits, split_bonus(low, high, guess, jnp.bool_(True), size), 0.0))
+    return best
 
 
 @struct.dataclass
@@ -128,6 +152,7 @@ class GuessNumber(TextEnv):
         say_range: bool = False,
         sizes: tuple[int, ...] = (NUM_VALUES,),
         bonus: str = "found",
+        digit_credit: bool = False,
     ):
         super().__init__(tokenizer, ("guesser",), capacity, max_action_tokens)
         splits = secret_split(test_fraction, seed)
@@ -135,11 +160,16 @@ class GuessNumber(TextEnv):
             raise ValueError(f"split must be one of {sorted(splits)}, got {split!r}")
         self.split = split
         self.secrets = jnp.asarray(splits[split], jnp.int32)
+        self.heldout_secrets = jnp.asarray(splits["test"], jnp.int32)
         self.max_turns = int(max_turns)
         self.info_bonus = float(info_bonus)
         if bonus not in BONUSES:
             raise ValueError(f"bonus must be one of {sorted(BONUSES)}, got {bonus!r}")
         self.bonus = bonus
+        self.digit_credit = bool(digit_credit)
+        if self.digit_credit and (bonus not in BONUS_OF_SPLIT or not self.info_bonus):
+            raise ValueError(f"digit_credit pays a split's bonus by digit: it needs info_bonus > 0 and bonus in "
+                             f"{sorted(BONUS_OF_SPLIT)}, got info_bonus={info_bonus}, bonus={bonus!r}")
         self.exact = bool(exact)  # a reply must be `Guess: N` and nothing more (parsing.parse_int's `exact`)
         self.say_range = bool(say_range)
         self.sizes = tuple(int(n) for n in sizes)
@@ -178,6 +208,11 @@ class GuessNumber(TextEnv):
         """A fresh episode with a given secret in the full range (scripted evaluation over every number)."""
         return self._fresh(secret, len(self.sizes))
 
+    def heldout_start(self, i: jax.Array):
+        """Episode i of the held-out evaluation: held-out secret i (cyclically) in the full range, whatever this
+        env's split and sizes (the in-graph evaluation of a one-seat task plays these)."""
+        return self.reset_to(self.heldout_secrets[i % self.heldout_secrets.shape[0]])
+
     def _fresh(self, secret: jax.Array, row) -> tuple:
         size = jnp.int32(NUM_VALUES) if self.one_range else self.size_of_row[row]
         state = GuessNumberState(**self._base_state(jnp.ones((1,), bool)), secret=jnp.asarray(secret, jnp.int32),
@@ -211,7 +246,36 @@ class GuessNumber(TextEnv):
         turn = state.turn + 1
         new = new.replace(turn=turn, low=low, high=high)
         info = {"format_error": ~ok[None], "solved": correct[None]}
+        if self.digit_credit:
+            paid = self._digits_paid(chars[0], n[0], tokens[0], length[0], state, value, ok)
+            info[TOKEN_REWARD] = (self.info_bonus * paid)[None]
         return new, reward, correct, (turn >= params.max_steps) & ~correct, info
+
+    def _digits_paid(self, chars, n, tokens, length, state, value, ok) -> jax.Array:
+        """[M] float32: the split bonus of a well-formed guess spread over the reply's tokens (`digit_credit`): each
+        digit the change it makes in `best_with_prefix`, the token after the number (else its last digit) the
+        rest; zeros for a refused reply."""
+        split_bonus = BONUS_OF_SPLIT[self.bonus]
+        pos = jnp.arange(chars.shape[0])
+        digit = parsing.is_digit(chars) & (pos < n)  # exact parsing: the number's digits are the reply's only ones
+        first = jnp.argmax(digit)
+        last = jnp.max(jnp.where(digit, pos, -1))
+        d = jnp.where(digit, chars - ord("0"), 0)
+        upto = digit[None, :] & (pos[None, :] <= pos[:, None])  # [C, C] digits at or before each position
+        power = jnp.asarray(10, jnp.int32) ** jnp.clip(pos[:, None] - pos[None, :], 0, MAX_DIGITS)
+        prefix = jnp.sum(jnp.where(upto, d[None, :] * power, 0), axis=1)  # [C] the number read up to each position
+        best = jax.vmap(lambda p, k: best_with_prefix(state.low, state.high, p, k, split_bonus, state.size))(
+            prefix, pos - first + 1)  # [C]
+        best = jnp.where(digit, best, 0.0)
+        before = jnp.concatenate([jnp.zeros((1,), jnp.float32), best[:-1]])  # the best before each digit (0 first)
+        per_char = jnp.where(digit & (pos > first), best - before, jnp.where(pos == first, best, 0.0))
+        per_token = self._per_token(per_char, tokens, length)
+        token_of = self._token_of_chars(tokens, length, chars.shape[0])
+        # the token after the last digit's: a space, or the eos the env does not see (at `length`); where the reply
+        # was cut there, token-level credit puts what lands past its real tokens on its last one, the last digit
+        end = token_of[jnp.maximum(last, 0)] + 1
+        rest = split_bonus(state.low, state.high, value, ok, state.size) - best[jnp.maximum(last, 0)]
+        return jnp.where(ok, per_token.at[end].add(rest, mode="drop"), 0.0)
 
     def random_action(self, key, state) -> TextAction:
         guess = jax.random.randint(key, (1,), 0, state.size)

@@ -9,7 +9,7 @@ import typing
 
 import ml_collections
 
-from jaxmarl_llm.algos.lm_objective import ALGORITHMS, algo_names, registry_key
+from jaxmarl_llm.algos.lm_objective import ALGORITHMS, CREDITS, algo_names, registry_key
 from jaxmarl_llm.algos.masked import Aggregation
 from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
 from jaxmarl_llm.evaluation.exploitability import AVERAGE_WEIGHTS
@@ -91,7 +91,8 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # value_norm: the critic learns returns normalised by running statistics (MAPPO's ValueNorm, algos/value_norm.py)
     c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256, "lr": 0.0, "value_norm": False})
     # PPO's credit: "turn" = GAE over the seat's turns, every token of a turn gets its turn's advantage;
-    # "token" = GAE over generated tokens (turn reward on the turn's last token, a value per token)
+    # "token" = GAE over generated tokens (turn reward on the turn's last token, a value per token; gamma per
+    # token); "token_by_turn" = the same with gamma only between turns (a reply's tokens undiscounted)
     c.credit = "turn"
     c.clip_value = False  # PPO value clipping (by clip_eps) around the values the advantages used
     c.share_policy = True  # one adapter for every learning agent, or one per agent
@@ -224,7 +225,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
              f"must be 'ippo', 'mappo' or 'world_state', got {config.critic.kind!r}")
     _require(config.critic.kind == "ippo" or critic, "critic.kind",
              f"a centralized critic is for algo='ppo' ({config.algo} has no critic)")
-    _require(config.credit in ("turn", "token"), "credit", f"must be 'turn' or 'token', got {config.credit!r}")
+    _require(config.credit in CREDITS, "credit", f"must be one of {', '.join(CREDITS)}, got {config.credit!r}")
     _require(config.credit == "turn" or (registry_key(config.algo, config.credit) in ALGORITHMS
                                          and config.critic.kind == "ippo"), "credit",
              "token-level credit is PPO with per-seat value heads (algo='ppo', critic.kind='ippo')")
@@ -332,5 +333,5 @@ def _check_actions(config) -> None:
         _require(config.sampling.top_k == 0 and config.sampling.top_p == 1.0, "sampling.top_k",
                  f"top-k / top-p filter free text; with policy.actions={actions!r} the choice is among the valid "
                  "replies already: leave sampling.top_k=0 and sampling.top_p=1.0")
-    _require(not (actions == "scored" and config.credit == "token"), "credit",
+    _require(not (actions == "scored" and config.credit != "turn"), "credit",
              "a scored reply is one choice, not a sequence of tokens: use credit='turn' with policy.actions='scored'")

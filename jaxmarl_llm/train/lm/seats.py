@@ -52,7 +52,7 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
     if set(scripted) & set(config.frozen_agents):
         raise ConfigError("config.scripted_agents: an agent cannot be both scripted and in frozen_agents")
     league = any(config.opponent_pool.get(kind, 0.0) for kind in BUILTIN_PLAYERS)
-    if (league or config.in_graph_eval.every) and not hasattr(env, "opponent_action"):
+    if (league or (config.in_graph_eval.every and a > 1)) and not hasattr(env, "opponent_action"):
         key = "opponent_pool.random" if league else "in_graph_eval.every"
         raise ConfigError(f"config.{key}: {type(env).__name__} has no built-in players (`opponent_action`)")
     for kind in BUILTIN_PLAYERS:
