@@ -336,7 +336,8 @@ def test_guess_number_digit_credit_pays_each_digit_the_change_in_the_best_guess_
     """digit_credit: after each digit, the best bonus of any guess in 0..1023 that begins with the digits so far
     (brute force over every number's decimal string); each digit is paid the change, the token after the number
     the rest (the eos at the reply's length, which the env never sees); the parts add up to the guess's bonus,
-    which is already in the reward; a refused reply pays no token."""
+    which is already in the reward; a refused reply's -1 is paid to the token where it stopped being the start of
+    any `Guess: N`."""
     from jaxmarl_llm.envs.text.buffers import TextAction
     from jaxmarl_llm.envs.text.guess_number import BONUS_OF_SPLIT
 
@@ -367,10 +368,13 @@ def test_guess_number_digit_credit_pays_each_digit_the_change_in_the_best_guess_
             np.testing.assert_allclose(out.reward, step0(jax.random.PRNGKey(0), s, action).reward, atol=1e-6)
             if guess == (low + high) // 2:  # bisection's digits are each paid at least 0
                 assert (paid[first:first + len(digits)] >= -1e-7).all()
-    # a reply that does not parse pays no token
-    bad = bpe.encode("Gues 512")
-    out = step(jax.random.PRNGKey(0), env.reset_to(jnp.int32(300))[1],
-               TextAction(jnp.asarray([bad + [bpe.pad_id] * (8 - len(bad))], jnp.int32), jnp.asarray([len(bad)])))
-    assert float(out.reward[0]) == -1.0 and not np.asarray(out.info["token_reward"]).any()
+    # a reply that does not parse: its -1 on the token that went wrong (the last one when it was cut short)
+    for text, wrong in (("Gues 512", "G"), ("Guess: 512 ok", " o"), ("Guess: 5120", "0"), ("Guess:", ":")):
+        bad = bpe.encode(text)
+        out = step(jax.random.PRNGKey(0), env.reset_to(jnp.int32(300))[1],
+                   TextAction(jnp.asarray([bad + [bpe.pad_id] * (8 - len(bad))], jnp.int32), jnp.asarray([len(bad)])))
+        paid = np.asarray(out.info["token_reward"][0])
+        assert float(out.reward[0]) == -1.0 and paid.sum() == -1.0, text
+        assert bpe.decode([bad[int(np.argmin(paid))]]) == wrong, text
     with pytest.raises(ValueError, match="digit_credit"):
         GuessNumber(tokenizer=bpe, info_bonus=1.0, bonus="found", digit_credit=True)

@@ -69,6 +69,19 @@ def test_configs_build_with_their_seats(tmp_path, spec, agents, frozen):
     assert [float(s) for s in trainer.agent_scale] == [0.0 if a in frozen else 1.0 for a in range(agents)]
 
 
+@pytest.mark.parametrize("spec", ["free_guess_number.py", "free_tic_tac_toe.py", "free_twenty_questions.py",
+                                  "calculator.py"])
+def test_warm_start_configs_build_at_full_size(spec):
+    """The RL stage of each two-stage recipe, as shipped (its in-graph evaluation, seats, credit), builds on a random
+    model of its size (the run itself starts from the format stage's model)."""
+    config = load_config_file(os.path.join(ROOT, "configs", spec))
+    assert config.model.checkpoint  # the format stage's model
+    config.model.checkpoint = ""
+    config.mesh.num_devices = 1
+    trainer, _, _, _ = entry.build(config)
+    assert trainer.plan.num_updates == config.total_episodes // config.num_envs
+
+
 @pytest.mark.parametrize("variant", ["", LM_VARIANT])
 def test_twenty_questions(tmp_path, variant):
     # two questions; the oracle's prompt lists every question name (653 characters)

@@ -214,3 +214,6 @@ def test_seat_weights_give_the_learner_each_seat_in_proportion():
         _config(opponent_pool={"size": 1, "seat_weights": (-1.0, 2.0)})
     with pytest.raises(ConfigError, match="config.opponent_pool.seat_weights: one weight per seat"):
         lm_rl.make_train(_config(opponent_pool={"size": 1, "seat_weights": (1.0, 1.0, 1.0)}))
+    # a two-seat game's in-graph evaluation plays half its games in each seat: an odd count is refused
+    with pytest.raises(ConfigError, match="config.in_graph_eval.episodes: a game of 2 seats plays an even number"):
+        lm_rl.make_train(_config(in_graph_eval={"every": 1, "episodes": 7, "opponents": ("random",)}))

@@ -106,6 +106,18 @@ class TextEnv(Env):
         ends = jnp.cumsum(count)  # one past each token's last character
         return jnp.sum(ends[None, :] <= jnp.arange(num_chars)[:, None], axis=1)
 
+    def _first_off_token(self, table: PieceTable, tokens: jax.Array, length: jax.Array) -> jax.Array:
+        """[] int32: the first token of a reply [M] after which it is no longer the start of any row of `table`
+        (the valid replies): where a refused reply went wrong. Its last token when every prefix is some row's (a
+        reply cut short)."""
+        m = tokens.shape[0]
+        ids = jnp.pad(table.ids, ((0, 0), (0, max(m - table.width, 0))))[:, :m]  # [K, M]
+        pos = jnp.arange(m)
+        same = (ids == tokens[None, :]) & (pos[None, :] < table.lens[:, None])
+        starts = jnp.cumprod(same, axis=1).astype(bool).any(0)  # [M] the reply through token j begins some row
+        off = ~starts & (pos < length)
+        return jnp.where(off.any(), jnp.argmax(off), jnp.maximum(length - 1, 0)).astype(jnp.int32)
+
     def _per_token(self, per_char: jax.Array, tokens: jax.Array, length: jax.Array) -> jax.Array:
         """[C] per character -> [M] per token of one reply (each character's amount to the token that wrote it)."""
         token_of = self._token_of_chars(tokens, length, per_char.shape[0])

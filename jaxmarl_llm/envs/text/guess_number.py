@@ -35,7 +35,9 @@ grades the exactness a win in 10 guesses needs.
 starts with those digits could still earn (`best_with_prefix`); each digit earns the change in that best, the token
 that ends the number (or the last digit, when the reply ends there) the rest. The parts add up to the guess's bonus,
 so the return is unchanged (potential-based shaping): only which token is told what changes. A wrong leading digit
-is told at once, where a bonus paid on the reply's last token leaves four digits to share the blame.
+is told at once, where a bonus paid on the reply's last token leaves four digits to share the blame. A refused
+reply's -1 goes to the token where it stopped being the start of any `Guess: N` (`_first_off_token`), so a short
+GAE horizon (`gae_lambda` well below 1) still blames the token that broke the format.
 
 `sizes=(16, 64, 256, 1024)` is a curriculum by mixture: each episode draws its range 0..n-1 uniformly from
 `sizes` (the prompt says which; the secret is a training secret below n; the bonus counts bits of that range, so
@@ -246,9 +248,10 @@ class GuessNumber(TextEnv):
         turn = state.turn + 1
         new = new.replace(turn=turn, low=low, high=high)
         info = {"format_error": ~ok[None], "solved": correct[None]}
-        if self.digit_credit:
-            paid = self._digits_paid(chars[0], n[0], tokens[0], length[0], state, value, ok)
-            info[TOKEN_REWARD] = (self.info_bonus * paid)[None]
+        if self.digit_credit:  # the bonus by digit; a refused reply's -1 on the token where it went wrong
+            paid = self.info_bonus * self._digits_paid(chars[0], n[0], tokens[0], length[0], state, value, ok)
+            off = self._first_off_token(self.guesses, tokens[0], length[0])
+            info[TOKEN_REWARD] = jnp.where(ok, paid, jnp.zeros_like(paid).at[off].set(-1.0))[None]
         return new, reward, correct, (turn >= params.max_steps) & ~correct, info
 
     def _digits_paid(self, chars, n, tokens, length, state, value, ok) -> jax.Array:

@@ -58,6 +58,9 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
     for kind in BUILTIN_PLAYERS:
         if config.opponent_pool.get(kind, 0.0) and kind not in _players(env):
             raise ConfigError(f"config.opponent_pool.{kind}: {_offers(env)}")
+    if config.in_graph_eval.every and a > 1 and config.in_graph_eval.episodes % 2:
+        raise ConfigError(f"config.in_graph_eval.episodes: a game of {a} seats plays an even number of games (half in "
+                          f"each seat), got {config.in_graph_eval.episodes}")
     if config.in_graph_eval.every and env.num_agents > 1:
         # a mixture of games (envs/text/mixture.py) evaluates each game against the opponents it has (a mixture of
         # one-seat tasks plays each alone: no opponent)
