@@ -33,6 +33,8 @@ def get_config(variant: str = ""):
     if variant == "format":
         return c
     c.env_kwargs["call_credit"] = 0.5  # the answer's own credit is a trap (envs/text/calculator.py)
+    # greedy on 256 held-out problems every 250 updates: eval/solved in metrics.csv (the curve)
+    c.in_graph_eval.update(every=250, episodes=256)
     c.gamma = 1.0  # the call's credit is the answer it makes possible
     c.credit = "token"  # each digit of a call paid for itself (the env's info["token_reward"])
     c.ent_coef, c.anneal_lr = 0.05, False

@@ -28,7 +28,9 @@ still possible, not those of the actual secret) 1.46%: the guesses leave the sta
 answers (the run's transcripts.jsonl); the same at width 128 (`--config.model.hidden_size=128
 --config.model.intermediate_size=256 --config.model.num_heads=8`, both stages) 4.9%; at width 128 with
 `--config.env_kwargs.bonus=worst` (the bits removed whichever the answer: sharp at the midpoint) and
-`--config.gamma=0` 0.98%.
+`--config.gamma=0` 0.98%; each digit paid its own part (`--config.env_kwargs.digit_credit=True
+--config.credit=token_by_turn`, gamma 0, `bonus=expected`) 0.49%: with gae_lambda 0.95 the parts add up to the
+same returns, and below it the per-token critic does not settle (docs/results.md).
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults

@@ -133,6 +133,12 @@ def test_the_split_holds_out_a_fifth_of_the_pairs(bpe):
         a, b, _ = jax.vmap(env.problem)(keys)
         assert np.all(((np.asarray(a) + np.asarray(b)) % 5 == 0) == held), split
         assert np.all((1000 <= np.asarray(b)) & (np.asarray(b) <= 9999))
+    # the in-graph evaluation's starts: held-out problems of every length, drawn from the episode number alone
+    env = Calculator(tokenizer=bpe, digits=(1, 2), split="train")
+    _, s = jax.vmap(env.heldout_start)(jnp.arange(400))
+    a, b = np.asarray(s.a), np.asarray(s.b)
+    assert np.all((a + b) % 5 == 0) and set(np.unique(np.asarray(s.high))) == {9, 99}
+    np.testing.assert_array_equal(np.asarray(jax.vmap(env.heldout_start)(jnp.arange(400))[1].a), a)
     with pytest.raises(ValueError, match="split must be"):
         Calculator(tokenizer=bpe, split="dev")
 

@@ -161,23 +161,30 @@ class Calculator(TextEnv):
         return self._action(jnp.concatenate([jnp.int32([ANSWER]), self._number_rows(value, MAX_RESULT_DIGITS)]))
 
     # ---- episodes ----------------------------------------------------------------------------
-    def problem(self, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """Operands (a, b) of this env's split and their number of digits."""
+    def problem(self, key: jax.Array, split: str | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Operands (a, b) of this env's split (or `split`) and their number of digits."""
+        split = self.split if split is None else split
         k_digits, k1, k2 = jax.random.split(key, 3)
         digits = jax.random.choice(k_digits, jnp.asarray(self.sizes, jnp.int32))
         low, high = operand_range(digits)
         a = jax.random.randint(k1, (), low, high + 1)
         b = jax.random.randint(k2, (), low, high + 1)
-        if self.split == "test":  # the nearest b below (or above) with a + b a multiple of 5
+        if split == "test":  # the nearest b below (or above) with a + b a multiple of 5
             b = b - (a + b) % 5
             b = jnp.where(b < low, b + 5, b)
-        elif self.split == "train":  # a step away from a held-out pair
+        elif split == "train":  # a step away from a held-out pair
             held = (a + b) % 5 == 0
             b = jnp.where(held, jnp.where(b < high, b + 1, b - 1), b)
         return a.astype(jnp.int32), b.astype(jnp.int32), digits
 
     def reset(self, key, params=None):
         a, b, digits = self.problem(key)
+        return self.reset_to(a, b, digits)
+
+    def heldout_start(self, i: jax.Array):
+        """Episode i of the held-out evaluation: a held-out problem (a + b a multiple of 5) drawn from i alone, the
+        same at every evaluation (the in-graph evaluation of a one-seat task plays these)."""
+        a, b, digits = self.problem(jax.random.fold_in(jax.random.PRNGKey(0x7E57), i), "test")
         return self.reset_to(a, b, digits)
 
     def reset_to(self, a: jax.Array, b: jax.Array, digits: jax.Array | int | None = None):
