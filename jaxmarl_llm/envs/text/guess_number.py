@@ -31,13 +31,14 @@ sharp at the midpoint (a guess 10% off it earns 0.97 of the expected bonus's bes
 grades the exactness a win in 10 guesses needs.
 
 `digit_credit=True` (with `bonus="expected"` or `"worst"`) pays a guess's bonus digit by digit
-(`info["token_reward"]`, used by `config.credit="token"`): after each digit written, the best bonus any number that
+(`info["token_reward"]`, used by `config.credit="token"` / `"token_by_turn"`): after each digit written, the best bonus any number that
 starts with those digits could still earn (`best_with_prefix`); each digit earns the change in that best, the token
 that ends the number (or the last digit, when the reply ends there) the rest. The parts add up to the guess's bonus,
 so the return is unchanged (potential-based shaping): only which token is told what changes. A wrong leading digit
 is told at once, where a bonus paid on the reply's last token leaves four digits to share the blame. A refused
 reply's -1 goes to the token where it stopped being the start of any `Guess: N` (`_first_off_token`), so a short
-GAE horizon (`gae_lambda` well below 1) still blames the token that broke the format.
+GAE horizon (`gae_lambda` well below 1) still blames the token that broke the format. Measured (docs/results.md):
+with `gae_lambda` near 1 the parts only move the baseline, below it they lean on a value per token.
 
 `sizes=(16, 64, 256, 1024)` is a curriculum by mixture: each episode draws its range 0..n-1 uniformly from
 `sizes` (the prompt says which; the secret is a training secret below n; the bonus counts bits of that range, so
