@@ -248,9 +248,7 @@ class Calculator(TextEnv):
     def _answered(self, chars: jax.Array, n: jax.Array, product: jax.Array) -> jax.Array:
         """[C] float32: each digit of an answer (`Answer: N`, exact: its digits are one run) that is the product's
         digit at its place, over the longer of the two numbers."""
-        pos = jnp.arange(chars.shape[0])
-        digit = parsing.is_digit(chars) & (pos < n)
-        first, last = jnp.argmax(digit), jnp.max(jnp.where(digit, pos, -1))
+        _, first, last = parsing.digit_run(chars, n)
         right, longer = in_place(chars, (first, last + 1), product)
         return right / longer.astype(jnp.float32)
 

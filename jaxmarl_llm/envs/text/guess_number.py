@@ -261,9 +261,7 @@ class GuessNumber(TextEnv):
         rest; zeros for a refused reply."""
         split_bonus = BONUS_OF_SPLIT[self.bonus]
         pos = jnp.arange(chars.shape[0])
-        digit = parsing.is_digit(chars) & (pos < n)  # exact parsing: the number's digits are the reply's only ones
-        first = jnp.argmax(digit)
-        last = jnp.max(jnp.where(digit, pos, -1))
+        digit, first, last = parsing.digit_run(chars, n)  # exact parsing: the number's digits are the reply's only ones
         d = jnp.where(digit, chars - ord("0"), 0)
         upto = digit[None, :] & (pos[None, :] <= pos[:, None])  # [C, C] digits at or before each position
         power = jnp.asarray(10, jnp.int32) ** jnp.clip(pos[:, None] - pos[None, :], 0, MAX_DIGITS)

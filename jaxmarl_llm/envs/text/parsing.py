@@ -41,6 +41,14 @@ def is_digit(chars: jax.Array) -> jax.Array:
     return (chars >= _ZERO) & (chars <= _NINE)
 
 
+def digit_run(chars: jax.Array, n: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(digit [C] bool: the digits among the first n characters, the first one's position, the last one's; -1
+    without any). For a reply that parsed exactly (`Guess: 517`), its number's digits and their span."""
+    pos = jnp.arange(chars.shape[0])
+    digit = is_digit(chars) & (pos < n)
+    return digit, jnp.argmax(digit), jnp.max(jnp.where(digit, pos, -1))
+
+
 def is_alnum(chars: jax.Array) -> jax.Array:
     return is_digit(chars) | ((chars >= ord("a")) & (chars <= ord("z")))
 
