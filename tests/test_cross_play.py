@@ -98,7 +98,7 @@ def test_snapshot_steps_follow_the_trainers_pool_refresh():
     from jaxmarl_llm.train.lm import seats
 
     for size, every in ((2, 1), (3, 2), (4, 10), (1, 5)):
-        plan = types.SimpleNamespace(pool_size=size, refresh_every=every)
+        plan = types.SimpleNamespace(pool_size=size, refresh_every=every, num_slots=1)
         pool = jnp.zeros((size,), jnp.int32)  # each slot holds the update whose learner it copied
         for step in range(1, 50):
             pool = seats.refresh_pool(plan, pool, jnp.full((1,), step, jnp.int32), jnp.int32(step))
@@ -213,7 +213,7 @@ def test_pool_by_age_puts_the_newest_snapshot_first():
     from jaxmarl_llm.train.lm import seats
 
     for size, every in ((3, 2), (4, 1), (1, 5)):
-        plan = types.SimpleNamespace(pool_size=size, refresh_every=every)
+        plan = types.SimpleNamespace(pool_size=size, refresh_every=every, num_slots=1)
         pool = jnp.zeros((size,), jnp.int32)
         for step in range(1, 30):
             pool = seats.refresh_pool(plan, pool, jnp.full((1,), step, jnp.int32), jnp.int32(step))

@@ -90,10 +90,77 @@ def test_scripted_rows_never_enter_the_loss():
 def test_seat_settings_fail_at_start_naming_the_key():
     with pytest.raises(ConfigError, match="config.scripted_agents"):
         _config(scripted_agents="1:perfect")
-    with pytest.raises(ConfigError, match="config.opponent_pool"):
-        _config(share_policy=False, opponent_pool={"size": 2})
+    with pytest.raises(ConfigError, match="config.in_graph_eval.cross_play"):
+        lm_rl.make_train(_config(share_policy=False, opponent_pool={"size": 2},
+                                 in_graph_eval={"every": 1, "episodes": 4, "cross_play": 2}))
     with pytest.raises(ConfigError, match="config.scripted_agents"):
         lm_rl.make_train(_config(scripted_agents="0:random,1:minimax"))
+
+
+def _jiggle(tree, key, scale=0.3):
+    """Every leaf plus noise: adapters that differ per slot (at init B = 0 makes every slot the base model)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    keys = jax.random.split(key, len(leaves))
+    return jax.tree.unflatten(treedef, [x + scale * jax.random.normal(k, x.shape, x.dtype)
+                                        for x, k in zip(leaves, keys)])
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_seat_adapters_score_each_episode_with_the_adapter_its_learner_seat_played(incremental):
+    """share_policy=False with a pool: X and O have their own adapter slots. The loss scores each episode with
+    the slot of its learner's seat: the log-probs and values it computes equal those the rollout sampled with,
+    token for token, in both seats, on both rollout paths; scoring every episode with slot 0 does not."""
+    import jax.numpy as jnp
+
+    from jaxmarl_llm.train.lm import seats as lm_seats
+    from jaxmarl_llm.train.lm.paths import rollout_path
+
+    trainer = lm_rl.make_train(_config(share_policy=False, num_envs=16, rollout={"incremental": incremental},
+                                       opponent_pool={"size": 2, "random": 0.25, "refresh_every": 1}))
+    plan, path = trainer.plan, rollout_path(trainer.plan)
+    assert plan.seat_adapters and plan.num_slots == 2 and plan.slot_of_agent == (0, 1)
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    trainable = {**state.trainable, "lora": _jiggle(state.trainable["lora"], jax.random.PRNGKey(1)),
+                 "value_head": _jiggle(state.trainable["value_head"], jax.random.PRNGKey(2))}
+    pool = _jiggle(state.pool, jax.random.PRNGKey(3))
+    assert jax.tree.leaves(pool)[0].shape[0] == 4  # 2 snapshots x 2 seats
+    turns, seats, final = trainer.rollout(jax.random.PRNGKey(4), trainer.base, trainable, pool, jnp.arange(16))
+    learner = np.asarray(seats.learns).argmax(-1)
+    assert 0 < learner.sum() < 16  # both seats learn in this batch
+    np.testing.assert_array_equal(np.asarray(turns.slot[0])[np.arange(16), learner], learner)
+    train = lm_seats.loss_seats(plan, turns, seats.learns)
+    seqs = path.episode_seqs(plan, final, train, seats.learns)
+    score = jax.jit(lambda tr: path.score(plan, trainer.policy, trainer.base, tr, train, seqs))
+    lp, _, value = jax.device_get(score(trainable))
+    mask = np.asarray(train.token_mask())
+    acts = np.asarray(train.acts)
+    assert mask.sum() > 0
+    np.testing.assert_allclose(lp[mask], np.asarray(train.logprob)[mask], atol=2e-4)
+    np.testing.assert_allclose(value[..., 0][acts], np.asarray(train.value)[acts], atol=2e-4)
+    # the slot matters: every episode scored with X's adapter misses O's tokens
+    lp_x = jax.device_get(score({k: jax.tree.map(lambda x: jnp.stack([x[0], x[0]]), v)
+                                 for k, v in trainable.items()})[0])
+    o_tokens = mask & (learner == 1)[None, :, None, None]
+    assert np.abs(lp_x[o_tokens] - np.asarray(train.logprob)[o_tokens]).max() > 1e-2
+
+
+def test_seat_adapters_learn_apart_and_refresh_the_pool_per_seat():
+    """Each seat's adapter moves by the gradient of its own episodes only: with every learner game as X
+    (seat_weights (1, 0)) O's slot never moves while X's does; a refresh writes both seats' adapters."""
+    trainer = lm_rl.make_train(_config(share_policy=False, num_envs=8,
+                                       opponent_pool={"size": 2, "refresh_every": 1, "seat_weights": (1, 0)}))
+    states, metrics = _steps(trainer, 2)
+    first, last = states[0].trainable, states[-1].trainable
+    slot = lambda tree, s: _leaves(jax.tree.map(lambda x: x[s], tree))  # noqa: E731
+    for a, b in zip(slot(first, 1), slot(last, 1)):
+        np.testing.assert_array_equal(a, b)  # O never learned: no episode had its learner as O
+    assert max(np.abs(a - b).max() for a, b in zip(slot(first, 0), slot(last, 0))) > 0
+    # update 2 refreshed snapshot index (2 // 1 - 1) % 2 = 1: rows 2 and 3 are slots 0 and 1 of the learner
+    for s in (0, 1):
+        for a, b in zip(_leaves(jax.tree.map(lambda x: x[2 + s], states[2].pool)),
+                        _leaves(jax.tree.map(lambda x: x[s], states[2].trainable["lora"]))):
+            np.testing.assert_array_equal(a, b)
+    assert all(np.isfinite(m["episode_return"]) for m in metrics)
 
 
 def test_eval_script_runs_end_to_end(tmp_path):

@@ -95,7 +95,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # token); "token_by_turn" = the same with gamma only between turns (a reply's tokens undiscounted)
     c.credit = "turn"
     c.clip_value = False  # PPO value clipping (by clip_eps) around the values the advantages used
-    c.share_policy = True  # one adapter for every learning agent, or one per agent
+    # one adapter for every learning agent, or one per agent (with an opponent pool: one per seat, the loss
+    # scoring each episode with its learner seat's adapter)
+    c.share_policy = True
     # True: every weight of the model learns too, not only the adapters (a tiny model from scratch); the base is
     # shared by the learning seats, and the KL reference is the initial model. Float32 copy + Adam: 3x its memory
     c.train_base = False
@@ -277,8 +279,6 @@ def _check_seats(config: ml_collections.ConfigDict) -> None:
     pool = config.opponent_pool
     _require(isinstance(pool.size, int) and pool.size >= 0, "opponent_pool.size", f"must be an integer >= 0, got {pool.size!r}")
     check_positive_ints(pool, ("refresh_every",), prefix="opponent_pool.")
-    _require(pool.size == 0 or config.share_policy, "opponent_pool.size",
-             "a snapshot pool is self-play of one shared policy; set share_policy=True")
     for kind in BUILTIN_PLAYERS:
         share = pool.get(kind, 0.0)
         _require(isinstance(share, (int, float)) and 0.0 <= share <= 1.0, f"opponent_pool.{kind}",

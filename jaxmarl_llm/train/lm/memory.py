@@ -167,7 +167,7 @@ def trainer_memory(trainer, num_devices: int = 1, fsdp: int = 1, counted: bool =
     return lm_rl_memory(
         cfg, num_devices=num_devices, fsdp=fsdp, num_envs=plan.num_envs, lm_seats=plan.num_lm, movers=plan.movers,
         context=trainer.env.capacity + m, loss_seats=len(plan.loss_agents), scored_tokens=plan.num_turns * m,
-        adapter_slots=plan.num_slots + plan.pool_size, lora_rank=int(lora.rank), lora_targets=tuple(lora.targets),
+        adapter_slots=plan.num_slots * (1 + plan.pool_size), lora_rank=int(lora.rank), lora_targets=tuple(lora.targets),
         num_minibatches=plan.num_minibatches, num_microbatches=plan.num_microbatches,
         rows_per_episode=1 if plan.incremental else plan.num_turns,
         loss_kept=loss_residual_bytes(trainer, num_devices, platform) if counted else None)

@@ -119,6 +119,10 @@ class Plan:
     def token_credit(self) -> bool:  # the algorithm reads a value per generated token (PPO's `credit="token"`)
         return ALGORITHMS[self.algo].token_values
 
+    @property
+    def seat_adapters(self) -> bool:  # a pool with an adapter per seat: the loss seat's adapter differs per env
+        return self.pool_size > 0 and self.num_slots > 1
+
     def slots(self) -> jax.Array:  # [A] int
         return jnp.asarray(np.asarray(self.slot_of_agent))
 
@@ -144,6 +148,7 @@ class Turns(NamedTuple):
     alive: jax.Array  # [T, N] bool: the episode was running at this turn
     acted: jax.Array  # [T, N, A] bool: active and alive (the seat chose an action)
     acts: jax.Array  # [T, N, A] bool: active, alive and learning (its tokens enter the policy loss)
+    slot: jax.Array  # [T, N, A] int32: the adapter row the seat acted with (seats.Seats.pick; 0 on ended turns)
     done: jax.Array  # [T, N] bool: the episode ended at this turn
     info: dict
 

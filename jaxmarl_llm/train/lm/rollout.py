@@ -79,7 +79,7 @@ def rollout(plan: Plan, path, env, policy: LMPolicy, key: jax.Array, base, train
             action=action.tokens, action_mask=loss_mask, logprob=jnp.where(loss_mask, logprob, 0.0),
             value=value * active, critic_obs=critic_obs, valid=valid, reward=reward * alive[:, None],
             token_reward=token_reward * alive[:, None, None], alive=alive,
-            acted=active & alive[:, None], acts=active & alive[:, None] & seats.learns, done=done,
+            acted=active & alive[:, None], acts=active & alive[:, None] & seats.learns, slot=seats.pick, done=done,
             info={k: v for k, v in info.items() if jnp.ndim(v) <= 2 and k != TOKEN_REWARD},
         )
         return (env_state2, next_obs, alive & ~done, cache), rec

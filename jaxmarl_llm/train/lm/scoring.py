@@ -21,7 +21,7 @@ from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan, Turns
-from jaxmarl_llm.train.lm.seats import loss_view, per_agent
+from jaxmarl_llm.train.lm.seats import loss_adapters, loss_view
 
 Scores = tuple  # (logprob, entropy, value), each [B, N, A_l, M]
 
@@ -30,7 +30,7 @@ def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
     """batch fields [B, N, A_l, ...] -> logprob, entropy, value [B, N, A_l, M] (value: at each token's context;
     [..., 0] is the turn's)."""
     base = model_weights(trainable, base, reference)
-    agents_tr = per_agent(plan, trainable, plan.loss_agents)
+    agents_tr = loss_adapters(plan, trainable, batch.slot[0])  # [A_l, ...] (seat adapters: [N, A_l, ...])
 
     # each turn's actions under the policy's action mode (free text, or the restricted distribution); logits
     # only at the reply's tokens, the last layer at their contexts only (forward's read_at)
@@ -42,7 +42,9 @@ def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
                                    flat(amask), flat(valid))
         return tuple(x.reshape(action.shape) for x in out)
 
-    return jax.vmap(one_agent, in_axes=(0, -2, -1, -2, -2, -2), out_axes=-2)(
+    if plan.seat_adapters:  # each env's own adapter: one call per env (fields [B, N, ...], the env axis 1)
+        one_agent = jax.vmap(one_agent, in_axes=(0, 1, 1, 1, 1, 1), out_axes=1)
+    return jax.vmap(one_agent, in_axes=(int(plan.seat_adapters), -2, -1, -2, -2, -2), out_axes=-2)(
         agents_tr, batch.prompt, batch.prompt_len, batch.action, batch.action_mask, batch.valid)
 
 
@@ -87,7 +89,7 @@ def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, 
     """One forward per (env, loss seat) over its episode (seqs [n, A_l, W]) scores every turn;
     batch fields [T, n, A_l, ...] -> logprob, entropy, value [T, n, A_l, M]."""
     base = model_weights(trainable, base, reference)
-    agents_tr = per_agent(plan, trainable, plan.loss_agents)
+    agents_tr = loss_adapters(plan, trainable, batch.slot[0])  # [A_l, ...] (seat adapters: [n, A_l, ...])
     mask = batch.token_mask()
     need = transcripts.needed_width(batch.prompt_len, mask)  # one width for all agents (an unbatched switch)
     at = plan.widths if width is None else (width,)
@@ -98,7 +100,13 @@ def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, 
                                             jnp.swapaxes(valid, 0, 1))
         return tuple(jnp.swapaxes(x, 0, 1) for x in out)
 
-    return jax.vmap(one_agent, in_axes=(0, 1, 2, 2, 2, 2), out_axes=(2, 2, 2))(
+    if plan.seat_adapters:  # each env's own adapter: one forward per env (a batch of one under vmap)
+        one_env = lambda tr, *rows: tuple(  # noqa: E731
+            x[:, 0] for x in one_agent(tr, *jax.tree.map(lambda x, ax: jnp.expand_dims(x, ax), rows, (0, 1, 1, 1, 1))))
+        score = jax.vmap(one_env, in_axes=(0, 0, 1, 1, 1, 1), out_axes=1)
+    else:
+        score = one_agent
+    return jax.vmap(score, in_axes=(int(plan.seat_adapters), 1, 2, 2, 2, 2), out_axes=(2, 2, 2))(
         agents_tr, seqs, batch.prompt_len, batch.action, mask, batch.valid)
 
 

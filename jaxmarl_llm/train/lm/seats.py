@@ -8,13 +8,17 @@ opponent) act through the bare base model (adapter scale 0) and never enter a lo
 Opponents inside the same compiled rollout (their rows never enter a loss):
   * `scripted_agents` ("1:minimax", or {1: "random"}): the game's built-in
     `opponent_action(key, state, kind)` plays that seat; no LM runs for it.
-  * `opponent_pool.size = P` (self-play, shared policy, two seats): the runner
-    state holds P frozen snapshots of the learner's adapter, stacked [P, ...].
-    Each group of envs draws the learner's seat (the role is in the game's
-    prompt) and one snapshot for the other seat, from global group ids. Every
-    `opponent_pool.refresh_every` updates the learner's adapter overwrites the
-    oldest snapshot (a `where` inside the compiled update). Only the learner's
-    seat enters the loss.
+  * `opponent_pool.size = P` (self-play, two seats): the runner state holds P
+    frozen snapshots of the learner's S adapter slots, stacked [P * S, ...]
+    (snapshot p's slot s at row p * S + s). Each group of envs draws the
+    learner's seat (the role is in the game's prompt) and one snapshot for the
+    other seat, from global group ids. Every `opponent_pool.refresh_every`
+    updates the learner's adapters overwrite the oldest snapshot (a `where`
+    inside the compiled update). Only the learner's seat enters the loss.
+    With `share_policy` S = 1 (one adapter plays either seat); without it each
+    seat has its own slot (S = 2: X and O learn apart, a snapshot's opponent
+    plays with that snapshot's adapter of its seat), and the loss gathers each
+    episode's adapter by the learner's seat (`Turns.slot`).
 """
 
 from __future__ import annotations
@@ -73,9 +77,13 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
         raise ConfigError(f"config.opponent_pool.seat_weights: one weight per seat ({a}), got "
                           f"{tuple(config.opponent_pool.seat_weights)}")
     if pool_size:
-        if a != 2 or scripted or config.frozen_agents or not config.share_policy:
-            raise ConfigError("config.opponent_pool: self-play with a pool needs a two-seat game, share_policy=True, "
-                              "and no scripted_agents or frozen_agents")
+        if a != 2 or scripted or config.frozen_agents:
+            raise ConfigError("config.opponent_pool: self-play with a pool needs a two-seat game and no "
+                              "scripted_agents or frozen_agents")
+        if not config.share_policy and config.in_graph_eval.get("cross_play", 0):
+            raise ConfigError("config.in_graph_eval.cross_play: cross-play rates one adapter per player; with "
+                              "share_policy=False each snapshot is a pair of seat adapters (set share_policy=True "
+                              "or cross_play=0)")
     elif not any(i not in scripted and i not in config.frozen_agents for i in range(a)):
         raise ConfigError("config.scripted_agents / frozen_agents: no agent is left to learn")
 
@@ -145,7 +153,8 @@ def draw_seats(plan: Plan, key: jax.Array, env_ids: jax.Array) -> Seats:
         seat = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_seat, g), (), 0, a))(gid)
     snap = jax.vmap(lambda g: jax.random.randint(jax.random.fold_in(k_snap, g), (), 0, plan.pool_size))(gid)
     learns = jnp.arange(a)[None, :] == seat[:, None]  # [N, A]
-    pick = jnp.where(learns, 0, plan.num_slots + snap[:, None]).astype(jnp.int32)
+    slots = plan.slots()[None, :]  # [1, A]: each seat's own slot (all 0 with a shared policy)
+    pick = jnp.where(learns, slots, plan.num_slots * (1 + snap[:, None]) + slots).astype(jnp.int32)
     return Seats(learns, pick, jnp.ones((n, a), jnp.float32), league_opponents(plan, key, gid))
 
 
@@ -164,6 +173,14 @@ def league_opponents(plan: Plan, key: jax.Array, gid: jax.Array) -> jax.Array:
 def per_agent(plan: Plan, trainable, agents: tuple[int, ...]):
     """Slot-stacked trainable [S, ...] -> one entry per listed seat [A', ...] (a gather: grads flow back)."""
     return jax.tree.map(lambda x: x[plan.slots()[jnp.asarray(agents)]], slotted(trainable))
+
+
+def loss_adapters(plan: Plan, trainable, slot: jax.Array):
+    """The adapters the loss scores each loss seat with: [A_l, ...] shared by the envs, or (seat adapters in a
+    pool: the learner's seat differs per env) [n, A_l, ...] gathered by `slot` [n, A_l] (grads flow back)."""
+    if not plan.seat_adapters:
+        return per_agent(plan, trainable, plan.loss_agents)
+    return jax.tree.map(lambda x: x[slot], slotted(trainable))
 
 
 def acting_weights(plan: Plan, trainable, pool, seats: Seats):
@@ -199,24 +216,31 @@ def loss_seats(plan: Plan, turns: Turns, learns: jax.Array) -> Turns:
 
 
 def init_pool(plan: Plan, lora):
-    """Every snapshot starts as the initial learner (B = 0: the base model); None without a pool."""
+    """Every snapshot starts as the initial learner (B = 0: the base model), [P * S, ...]; None without a pool."""
     if not plan.pool_size:
         return None
-    return jax.tree.map(lambda x: jnp.broadcast_to(x[0], (plan.pool_size, *x.shape[1:])), lora)
+    return jax.tree.map(lambda x: jnp.tile(x[:plan.num_slots], (plan.pool_size,) + (1,) * (x.ndim - 1)), lora)
 
 
 def refresh_pool(plan: Plan, pool, lora, step: jax.Array):
-    """Every `refresh_every` updates the learner's adapter (slot 0) overwrites the oldest snapshot."""
+    """Every `refresh_every` updates the learner's adapters (its S slots) overwrite the oldest snapshot."""
     if not plan.pool_size:
         return pool
     due = step % plan.refresh_every == 0
     oldest = (step // plan.refresh_every - 1) % plan.pool_size
-    return jax.tree.map(lambda p, x: p.at[oldest].set(jnp.where(due, x[0], p[oldest])), pool, lora)
+    s = plan.num_slots
+
+    def put(p, x):
+        now = jax.lax.dynamic_slice_in_dim(p, oldest * s, s)
+        return jax.lax.dynamic_update_slice_in_dim(p, jnp.where(due, x[:s].astype(p.dtype), now), oldest * s, 0)
+
+    return jax.tree.map(put, pool, lora)
 
 
 def pool_by_age(plan: Plan, pool, step: jax.Array):
     """The snapshots newest first, as `refresh_pool` left them after update `step` (before any refresh every slot
-    is the initial learner): leaves [P, ...], the one written last at index 0."""
+    is the initial learner): leaves [P, ...], the one written last at index 0. A shared policy's pool only
+    (S = 1; cross-play is refused for seat adapters)."""
     last = step // plan.refresh_every - 1  # the last refresh's count from 0 (negative: none yet)
     order = (last - jnp.arange(plan.pool_size)) % plan.pool_size  # [P]
     return jax.tree.map(lambda x: x[order], pool)
