@@ -276,3 +276,116 @@ def test_the_config_builds_with_every_games_opponents():
     # nobody plays 'equilibrium'
     with pytest.raises(ConfigError, match="in_graph_eval.opponents: 'equilibrium'; its games offer minimax, random"):
         entry.build(config)
+
+
+MIXED = {"games": ("text/tic_tac_toe", "text/calculator"),
+         "game_kwargs": {"tic_tac_toe": {"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False,
+                                         "exact": True},
+                         "calculator": {"digits": 1, "capacity": 96, "max_action_tokens": 12}}}
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    from jaxmarl_llm.tokenizers import GAMES_BPE, HFTokenizer
+
+    return registry.make("text/mixture", tokenizer=HFTokenizer(GAMES_BPE), **MIXED)
+
+
+@pytest.mark.parametrize("game", [0, 1], ids=["tic_tac_toe", "calculator"])
+def test_a_one_seat_task_beside_a_two_seat_game_plays_as_alone(mixed, game):
+    """A mixture of a two-seat game and a one-seat task has two seats; an episode of the task is the task alone in
+    seat 0 and an empty seat 1 (no transcript, never active, reward 0, terminated, every info value 0, its game flag
+    off); an episode of the game is the game alone."""
+    env, sub = mixed, mixed.games[game]
+    assert env.num_agents == 2 and env.seats == (2, 1) and env.builtin_players == ("random", "minimax")
+    a, cap, pad = sub.num_agents, sub.capacity, env.codec.pad_id
+    m_reset, m_step, s_reset, s_step = jax.jit(env.reset), jax.jit(env.step), jax.jit(sub.reset), jax.jit(sub.step)
+    s_random, m_opp = jax.jit(sub.random_action), jax.jit(lambda k, s: env.opponent_action(k, s, "random"))
+    for key in _keys_for(env, game, 3):
+        (m_obs, m_st), (s_obs, s_st) = m_reset(key), s_reset(key)
+        for t in range(10):
+            np.testing.assert_array_equal(np.asarray(m_obs.tokens[:a, :cap]), np.asarray(s_obs.tokens))
+            np.testing.assert_array_equal(np.asarray(m_obs.length[:a]), np.asarray(s_obs.length))
+            np.testing.assert_array_equal(np.asarray(env.active(m_st)[:a]), np.asarray(sub.active(s_st)))
+            if a == 1:  # the seat the task lacks
+                assert (np.asarray(m_obs.tokens[1]) == pad).all() and int(m_obs.length[1]) == 0
+                assert not bool(env.active(m_st)[1])
+                assert (np.asarray(m_opp(key, m_st).length) == 0).all()  # the task has no built-in player
+            if bool(s_st.done):
+                break
+            k_act, k_step = jax.random.split(jax.random.fold_in(key, t))
+            action = s_random(k_act, s_st)
+            m_obs, m_st, m_r, m_term, m_trunc, m_info = m_step(k_step, m_st, _padded(env, TextAction(
+                jnp.pad(action.tokens, ((0, 2 - a), (0, 0)), constant_values=pad),
+                jnp.pad(action.length, (0, 2 - a)))))
+            s_obs, s_st, s_r, s_term, s_trunc, s_info = s_step(k_step, s_st, action)
+            np.testing.assert_array_equal(np.asarray(m_r), np.pad(np.asarray(s_r), (0, 2 - a)))
+            np.testing.assert_array_equal(np.asarray(m_term), np.pad(np.asarray(s_term), (0, 2 - a),
+                                                                     constant_values=True))
+            assert bool(m_st.done) == bool(s_st.done)
+            for name, v in m_info.items():
+                if name.startswith(GAME_INFO):
+                    want = np.arange(2) < a if name == GAME_INFO + env.game_names[game] else np.zeros(2, bool)
+                elif name in s_info and np.ndim(s_info[name]) and np.shape(s_info[name])[0] == a:
+                    want = np.pad(np.asarray(s_info[name]), [(0, 2 - a)] + [(0, 0)] * (np.ndim(s_info[name]) - 1))
+                else:
+                    want = s_info[name] if name in s_info else np.zeros_like(v)
+                np.testing.assert_array_equal(np.asarray(v), np.asarray(want), err_msg=name)
+        assert bool(s_st.done), "the episode ended within 10 moves"
+
+
+def _mixed_config(**kw):
+    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+    from jaxmarl_llm.tokenizers import GAMES_BPE
+
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer, c.env_kwargs = "text/mixture", GAMES_BPE, MIXED
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
+                   max_position_embeddings=128)
+    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c.share_policy = True
+    c.algo, c.group_size, c.num_envs, c.num_turns, c.lr, c.ent_coef = "ppo", 1, 8, 9, 3e-2, 0.05
+    c.in_graph_eval.update(every=1, episodes=4, opponents=("random",))
+    c.run.transcripts_every = 0
+    c.mesh.num_devices = 1
+    for k, v in kw.items():
+        c[k].update(v) if isinstance(v, dict) else c.__setitem__(k, v)
+    validate_lm_rl(c)
+    return c
+
+
+def test_a_trainer_on_a_mixture_of_seat_counts_counts_the_seats_that_played():
+    """lm_rl on tic-tac-toe + the calculator (one shared adapter, both seats learn): the task's episodes count
+    their one seat, so `return_calculator` is seat 0's mean return over them (not halved by the empty seat), and
+    the update evaluates both: tic-tac-toe against random, the calculator alone."""
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.lm.rollout import episode_metrics
+
+    trainer = lm_rl.make_train(_mixed_config())
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    turns, seats, _ = jax.jit(trainer.rollout)(jax.random.PRNGKey(1), trainer.base, state.trainable, state.pool,
+                                               jnp.arange(8))
+    calc = np.asarray(turns.info[GAME_INFO + "calculator"]).any(axis=(0, 2))  # [N]
+    assert 0 < calc.sum() < 8
+    assert not np.asarray(turns.acted)[:, calc, 1].any()  # the empty seat never acts
+    returns = np.asarray(turns.reward).sum(0)  # [N, 2]
+    metrics = {k: float(v) for k, v in episode_metrics(turns, seats.learns, None).items()}
+    assert metrics["return_calculator"] == pytest.approx(returns[calc, 0].mean(), abs=1e-5)
+    per_env = np.where(calc, returns[:, 0], returns.mean(-1))
+    assert metrics["episode_return"] == pytest.approx(per_env.mean(), abs=1e-5)
+    assert metrics["return_calculator"] != pytest.approx(returns[calc].mean(-1).mean(), abs=1e-4)
+    _, metrics = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
+    for key in ("eval/tic_tac_toe/random_loss", "eval/calculator/mean_return", "eval/calculator/solved",
+                "return_calculator", "return_tic_tac_toe", "episode_return"):
+        assert np.isfinite(float(metrics[key])), key
+
+
+def test_a_mixture_of_seat_counts_refuses_a_snapshot_pool_and_scripted_seats_its_task_plays():
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.config import ConfigError
+
+    with pytest.raises(ConfigError, match="config.opponent_pool.size: GameMixture's games have 1 to 2 seats"):
+        lm_rl.make_train(_mixed_config(opponent_pool={"size": 1, "random": 1.0}))
+    with pytest.raises(ConfigError, match="config.scripted_agents: GameMixture's games have 1 to 2 seats"):
+        lm_rl.make_train(_mixed_config(scripted_agents="0:random"))
+    lm_rl.make_train(_mixed_config(scripted_agents="1:random"))  # the seat the task lacks may be a built-in player

@@ -12,7 +12,9 @@ share a reset key, a GRPO group, play the same game). Every game is stepped and 
 (under `vmap` a `lax.switch` would compute every branch anyway).
 
 Shapes: observations are padded (pad id) to the widest game's capacity, replies to the longest game's
-`max_action_tokens`. `action_candidates` is the union of the games' replies (an identical token sequence, e.g.
+`max_action_tokens`, seats to the game with the most: a game of fewer seats (a one-seat task beside two-seat games)
+leaves the others empty (no transcript, never active, reward 0, terminated from the start), and its
+`game_<name>` flags only its own seats, so the trainer's returns count the seats that played. `action_candidates` is the union of the games' replies (an identical token sequence, e.g.
 `Move: pass` of Kuhn poker and negotiation, listed once; `candidate_index[g]` maps game g's candidate k into it);
 `candidate_mask` is the live game's mask in the union's columns, every other game's replies invalid.
 `appends_actions` only if every game's transcripts only grow (else the trainer re-reads each observation).
@@ -65,7 +67,7 @@ def _items(kwargs) -> dict:
 
 
 class GameMixture(TextEnv):
-    """A mixture of same-seat token games; each episode one of them (see the module doc)."""
+    """A mixture of token games; each episode one of them (see the module doc)."""
 
     def __init__(self, games: tuple[str, ...] = DEFAULT_GAMES, weights: tuple[float, ...] | None = None,
                  game_kwargs: dict | None = None, tokenizer=None):
@@ -92,14 +94,12 @@ class GameMixture(TextEnv):
         if w.shape != (len(names),) or (w < 0).any() or w.sum() <= 0:
             raise ValueError(f"weights: one non-negative weight per game ({len(names)}), not all 0; got {weights}")
         self.weights = tuple(float(x) for x in w / w.sum())
-        seats = {n: g.num_agents for n, g in zip(names, self.games)}
-        if len(set(seats.values())) != 1:
-            raise ValueError(f"games: every game needs the same number of seats, got {seats}")
+        self.seats = tuple(g.num_agents for g in self.games)  # each game's own seats (the first ones of the mixture)
 
         # what TextEnv.__init__ sets, shared with the games (one tokenizer, one codec)
         first = self.games[0]
         self.tokenizer, self.codec = tokenizer, first.codec
-        self.num_agents = first.num_agents
+        self.num_agents = max(self.seats)
         agents = {g.agents for g in self.games}
         self.agents = first.agents if len(agents) == 1 else tuple(f"player_{a + 1}" for a in range(self.num_agents))
         self.capacity = max(g.capacity for g in self.games)
@@ -121,22 +121,31 @@ class GameMixture(TextEnv):
                                         np.int32))
             self.action_candidates = tuple(union)
             self.candidate_index = tuple(index)
-        has = [set(getattr(g, "builtin_players", ())) if hasattr(g, "opponent_action") else set() for g in self.games]
-        self.builtin_players = tuple(k for k in getattr(first, "builtin_players", ()) if all(k in h for h in has))
+        # built-in players: those every game with an opponent has (a one-seat task has none and needs none)
+        versus = [g for g in self.games if g.num_agents > 1] or list(self.games)
+        has = [set(getattr(g, "builtin_players", ())) if hasattr(g, "opponent_action") else set() for g in versus]
+        self.builtin_players = tuple(k for k in getattr(versus[0], "builtin_players", ()) if all(k in h for h in has))
 
     @property
     def default_params(self) -> TextParams:
         return TextParams(max_steps=max(int(g.default_params.max_steps) for g in self.games))
 
     # ---- the live game ---------------------------------------------------------------------------------------
+    def _seated(self, x: jax.Array, fill) -> jax.Array:
+        """[a_g, ...] -> [A, ...]: a game's per-seat array with the seats it lacks set to `fill`."""
+        missing = self.num_agents - x.shape[0]
+        return jnp.pad(x, ((0, missing),) + ((0, 0),) * (x.ndim - 1), constant_values=fill) if missing else x
+
     def _pad_obs(self, obs: TextObs) -> TextObs:
         width = self.capacity - obs.tokens.shape[-1]
-        return TextObs(jnp.pad(obs.tokens, ((0, 0), (0, width)), constant_values=self.codec.pad_id), obs.length)
+        tokens = jnp.pad(obs.tokens, ((0, 0), (0, width)), constant_values=self.codec.pad_id)
+        return TextObs(self._seated(tokens, self.codec.pad_id), self._seated(obs.length, 0))
 
     def _mirror(self, game: jax.Array, states: tuple, obs: list[TextObs]) -> MixtureState:
         """The mixture's state: the games' states and the live one's transcripts and flags."""
-        live = _choose(game, [dict(obs=self._pad_obs(o), active=s.active, turn=s.turn, done=s.done,
-                                   overflow=s.overflow) for o, s in zip(obs, states)])
+        live = _choose(game, [dict(obs=self._pad_obs(o), active=self._seated(s.active, False), turn=s.turn,
+                                   done=s.done, overflow=self._seated(s.overflow, False))
+                              for o, s in zip(obs, states)])
         return MixtureState(buf=live["obs"].tokens.astype(self.buf_dtype), length=live["obs"].length,
                             active=live["active"], turn=live["turn"], done=live["done"], overflow=live["overflow"],
                             games=states, game=game)
@@ -157,13 +166,16 @@ class GameMixture(TextEnv):
     def step(self, key, state: MixtureState, action: TextAction, params=None):
         results = []
         for env, sub in zip(self.games, state.games):
-            m = env.max_action_tokens  # the game's own reply width (a longer reply is cut, as that game cuts it)
-            results.append(env.step(key, sub, TextAction(action.tokens[..., :m], jnp.minimum(action.length, m))))
+            m, a = env.max_action_tokens, env.num_agents  # the game's own reply width (a longer reply is cut, as
+            # that game cuts it) and seats
+            results.append(env.step(key, sub, TextAction(action.tokens[:a, :m], jnp.minimum(action.length[:a], m))))
         # the live game moves; the others keep their reset state
         states = tuple(jax.tree.map(lambda a, b, g=g: jnp.where(state.game == g, b, a), old, r.state)
                        for g, (old, r) in enumerate(zip(state.games, results)))
         new = self._mirror(state.game, states, [r.obs for r in results])
-        reward, terminated, truncated = _choose(state.game, [(r.reward, r.terminated, r.truncated) for r in results])
+        reward, terminated, truncated = _choose(state.game, [
+            (self._seated(r.reward, 0.0), self._seated(r.terminated, True), self._seated(r.truncated, False))
+            for r in results])
         return StepResult(self.get_obs(new), new, reward, terminated, truncated,
                           self._info(state, [r.info for r in results]))
 
@@ -172,12 +184,15 @@ class GameMixture(TextEnv):
         out = {}
         infos = [{**info, TOKEN_REWARD: self._pad_tokens(info[TOKEN_REWARD])} if TOKEN_REWARD in info else info
                  for info in infos]
+        # per-seat values of a game with fewer seats: zeros for the seats it lacks
+        infos = [{k: self._seated(v, 0) if jnp.ndim(v) and v.shape[0] == env.num_agents else v
+                  for k, v in info.items()} for env, info in zip(self.games, infos)]
         for key in dict.fromkeys(k for info in infos for k in info):
             like = next(info[key] for info in infos if key in info)
             out[key] = _choose(state.game, [jnp.broadcast_to(info[key], like.shape).astype(like.dtype) if key in info
                                             else jnp.zeros_like(like) for info in infos])
         for g, name in enumerate(self.game_names):
-            out[GAME_INFO + name] = jnp.broadcast_to((state.game == g) & ~state.done, (self.num_agents,))
+            out[GAME_INFO + name] = ((state.game == g) & ~state.done) & (jnp.arange(self.num_agents) < self.seats[g])
         return out
 
     # ---- candidates and built-in players ---------------------------------------------------------------------
@@ -186,7 +201,7 @@ class GameMixture(TextEnv):
         if self.action_candidates is None:
             raise ValueError(f"a mixture of {', '.join(self.env_names)} has no action candidates: a game lists none")
         k = len(self.action_candidates)
-        masks = [jnp.zeros((self.num_agents, k), bool).at[:, idx].set(env.candidate_mask(sub))
+        masks = [jnp.zeros((self.num_agents, k), bool).at[:env.num_agents, idx].set(env.candidate_mask(sub))
                  for env, sub, idx in zip(self.games, state.games, self.candidate_index)]
         return _choose(state.game, masks)
 
@@ -196,14 +211,21 @@ class GameMixture(TextEnv):
 
     def _padded_action(self, action: TextAction) -> TextAction:
         width = self.max_action_tokens - action.tokens.shape[-1]
-        return TextAction(jnp.pad(action.tokens, ((0, 0), (0, width)), constant_values=self.codec.pad_id),
-                          action.length)
+        tokens = jnp.pad(action.tokens, ((0, 0), (0, width)), constant_values=self.codec.pad_id)
+        return TextAction(self._seated(tokens, self.codec.pad_id), self._seated(action.length, 0))
+
+    def _no_action(self) -> TextAction:
+        """An empty reply in every seat (a game without built-in players is never asked for one)."""
+        a = self.num_agents
+        return TextAction(jnp.full((a, self.max_action_tokens), self.codec.pad_id, jnp.int32),
+                          jnp.zeros((a,), jnp.int32))
 
     def opponent_action(self, key, state: MixtureState, kind: str = "random") -> TextAction:
         """The live game's built-in player `kind` (one every game of the mixture has: `builtin_players`)."""
         if kind not in self.builtin_players:
             raise ValueError(f"opponent kind {kind!r}: the mixture's games all offer {self.builtin_players or 'none'}")
         return _choose(state.game, [self._padded_action(env.opponent_action(key, sub, kind))
+                                    if kind in getattr(env, "builtin_players", ()) else self._no_action()
                                     for env, sub in zip(self.games, state.games)])
 
     def random_action(self, key, state: MixtureState) -> TextAction:

@@ -218,6 +218,9 @@ def episode_metrics(turns: Turns, learns: jax.Array, axis_name: str | None) -> d
 
     n = total(jnp.ones(turns.alive.shape[1:]))
     learns = learns.astype(jnp.float32)  # [N, A]
+    games = [v for k, v in turns.info.items() if k.startswith(GAME_INFO)]
+    if games:  # a mixture: a game of fewer seats flags only its own, and only those count (returns, rates)
+        learns = learns * jnp.any(jnp.stack(games), axis=(0, 1)).astype(jnp.float32)
     returns = turns.reward.sum(0)  # [N, A]
     per_env = (returns * learns).sum(-1) / jnp.maximum(learns.sum(-1), 1.0)
     acting = turns.acts.astype(jnp.float32)

@@ -53,6 +53,12 @@ def check_seats(env, config, scripted: dict[int, str], pool_size: int) -> None:
         if config.frozen_agents or pool_size:
             raise ConfigError("config.adapter_of_agent: set either adapter_of_agent or frozen_agents / "
                               "opponent_pool (they place adapters themselves)")
+    fewest = min(getattr(env, "seats", (a,)))  # a mixture may hold games of fewer seats (a one-seat task)
+    if fewest < a and (pool_size or any(i < fewest for i in scripted)):
+        key = "opponent_pool.size" if pool_size else "scripted_agents"
+        raise ConfigError(f"config.{key}: {type(env).__name__}'s games have {fewest} to {a} seats; a game of "
+                          f"{fewest} plays its seats {tuple(range(fewest))} with the learner alone (scripted seats "
+                          f"from {fewest} on only; no snapshot pool)")
     if set(scripted) & set(config.frozen_agents):
         raise ConfigError("config.scripted_agents: an agent cannot be both scripted and in frozen_agents")
     league = any(config.opponent_pool.get(kind, 0.0) for kind in BUILTIN_PLAYERS)
