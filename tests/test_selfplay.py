@@ -216,16 +216,20 @@ def get_config():
 '''
 
 
-def test_league_and_in_graph_eval_agree_with_eval_py(tmp_path):
+@pytest.mark.parametrize("share_policy", [True, False])
+def test_league_and_in_graph_eval_agree_with_eval_py(tmp_path, share_policy):
     """A league whose built-in share is 1: the learner never wins (minimax cannot lose), in both seats. The
-    run's in-graph evaluation after its update equals experiments/eval.py on the saved checkpoint, same seed."""
+    run's in-graph evaluation after its update equals experiments/eval.py on the saved checkpoint, same seed
+    (with seat adapters, each seat played by its own slot in both)."""
     from jaxmarl_llm.run import entry
     from jaxmarl_llm.run.cli import load_config_file
     from jaxmarl_llm.run.metrics_log import read_csv
 
     path = tmp_path / "tiny_scratch.py"
-    path.write_text(TINY_SCRATCH)
+    seats = f"c.mesh.num_devices = 1\n    c.share_policy = {share_policy}"
+    path.write_text(TINY_SCRATCH.replace("c.mesh.num_devices = 1", seats))
     config = load_config_file(str(path))
+    assert config.share_policy == share_policy
     config.run.out_dir = str(tmp_path / "run")
     result = entry.train_from_config(config)
     row = read_csv(os.path.join(result["out_dir"], "metrics.csv"))[-1]

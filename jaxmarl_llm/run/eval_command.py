@@ -4,7 +4,8 @@
     python experiments/eval.py --config=configs/tic_tac_toe.py --opponent=random --episodes=200 --temperature=1
     python experiments/eval.py --config=configs/tic_tac_toe.py --checkpoint=runs/a --opponent=runs/b
 
---checkpoint: a run directory of experiments/train.py (its latest checkpoint's adapter slot --slot); without it the
+--checkpoint: a run directory of experiments/train.py (its latest checkpoint; in each seat the adapter slot the run
+trained that seat with, e.g. X's and O's own with `share_policy=False`, or slot --slot in every seat); without it the
 player is the bare base model (`--config.model.checkpoint`, e.g. an SFT model). --opponent: random | minimax
 (the game's built-in players), base (the bare base model), self (the same adapter), or another run directory.
 Two-seat games alternate seats (half the episodes as each); one-seat games report the success rate.
@@ -53,7 +54,8 @@ from jaxmarl_llm.train.config import validate_lm_rl
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file (an lm_rl config).", lock_config=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "", "Run directory whose latest checkpoint is the player ('' = base model).")
-_SLOT = flags.DEFINE_integer("slot", 0, "Adapter slot of the checkpoint that plays.")
+_SLOT = flags.DEFINE_integer("slot", -1, "Adapter slot of the checkpoint that plays every seat (-1: each seat the "
+                             "slot the run played it with).")
 _OPPONENT = flags.DEFINE_string("opponent", "random", "random | minimax | equilibrium | best_response (the game's "
                                 "built-in players) | base | self | a run directory.")
 _EPISODES = flags.DEFINE_integer("episodes", 100, "Episodes (split evenly over the seats of a two-seat game).")
@@ -78,6 +80,8 @@ def check_flags(config) -> None:
         fail(f"--temperature={_TEMPERATURE.value}: 0 (greedy) or more")
     if _TRANSCRIPTS.value < 0:
         fail(f"--transcripts={_TRANSCRIPTS.value}: 0 or more")
+    if _SLOT.value < -1:
+        fail(f"--slot={_SLOT.value}: an adapter slot (0, 1, ...) or -1 (each seat its own)")
     if _CHECKPOINT.value:
         check_run_dir("checkpoint", _CHECKPOINT.value)
     if not _HELDOUT.value and _OPPONENT.value not in OPPONENTS:
@@ -115,7 +119,7 @@ def opponent_player(trainer, spec: str, me: play.Player, trained_base: bool) -> 
                              "random, minimax or self")
     if spec == "base":
         return play.Player("lm", None)
-    if spec == "self":
+    if spec == "self":  # the checkpoint in the other seat too (with seat adapters: that seat's own)
         return me
     if os.path.isdir(spec):
         lora, other_base = restore_adapter(trainer, spec, 0)
@@ -145,15 +149,14 @@ def main(argv):
         return
     env = trainer.env
     policy = play.with_temperature(trainer.policy, _TEMPERATURE.value)
-    lora, trained_base = restore_adapter(trainer, _CHECKPOINT.value, _SLOT.value) if _CHECKPOINT.value else (None, None)
-    me = play.Player("lm", lora)
+    me, trained_base = checkpoint_players(trainer, _CHECKPOINT.value, _SLOT.value)
     base = trainer.base if trained_base is None else trained_base
     key = jax.random.PRNGKey(_SEED.value)
     if env.num_agents == 1:
-        seat_games = [(0, (me,))]
+        seat_games = [(0, (me[0],))]
     elif env.num_agents == 2:
-        other = opponent_player(trainer, _OPPONENT.value, me, trained_base is not None)
-        seat_games = [(0, (me, other)), (1, (other, me))]
+        other = [opponent_player(trainer, _OPPONENT.value, me[1 - s], trained_base is not None) for s in (0, 1)]
+        seat_games = [(0, (me[0], other[0])), (1, (other[1], me[1]))]
     else:
         fail(f"{config.env_name} has {env.num_agents} seats; eval.py plays one- and two-seat games")
     if _EPISODES.value < len(seat_games):
@@ -177,6 +180,23 @@ def main(argv):
             print(env.render(state, index=i)[seat])
     n = per_seat * len(seat_games)
     print("overall: " + ", ".join(f"{k} {v / n:.3f}" for k, v in totals.items() if k != "episodes") + f" ({n} episodes)")
+
+
+def checkpoint_players(trainer, run_dir: str, slot: int) -> tuple[list[play.Player], object]:
+    """([the player in each seat], the run's trained base or None): `run_dir`'s latest adapters, each seat with
+    the slot the run played it with (slot -1) or slot `slot` everywhere; the bare base without a run."""
+    seats = range(trainer.env.num_agents)
+    if not run_dir:
+        return [play.Player("lm", None) for _ in seats], None
+    state = restore_state(trainer, run_dir)
+    lora = state.trainable["lora"]
+    slots = jax.tree.leaves(lora)[0].shape[0]
+    if slot >= slots:
+        fail(f"--slot={slot}: {run_dir} has {slots} adapter slot{'s' * (slots > 1)} (0..{slots - 1})")
+    # a frozen seat's slot (the bare base in the run) is no trained player: the learner's slot 0 plays it
+    own = [int(trainer.slot_of_agent[s]) if float(trainer.agent_scale[s]) else 0 for s in seats]
+    pick = [slot if slot >= 0 else own[s] for s in seats]
+    return [play.Player("lm", jax.tree.map(lambda x, k=k: x[k], lora)) for k in pick], state.trainable.get("base")
 
 
 def pool_players(config, state) -> dict[str, play.Player]:
