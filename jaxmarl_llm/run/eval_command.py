@@ -23,6 +23,13 @@ checkpoint's latest state or, without --checkpoint, of the starting model (updat
     python experiments/eval.py --config=configs/twenty_questions.py:lm_scratch \
         --config.model.checkpoint=runs/sft_twenty_questions_answerer/model --heldout
 
+--exact (tic-tac-toe with `history=False`) reads the greedy player's move at every position of each seat and
+computes its win / draw / loss rates against random and minimax exactly, over the opponents' choices (no
+sampled games: 200 games per seat estimate a 10% loss rate to +-2 points), and lists the positions where its
+move is not optimal, most reached first (jaxmarl_llm/evaluation/tic_tac_toe_exact.py):
+
+    python experiments/eval.py --config=configs/free_tic_tac_toe.py --checkpoint=runs/free_tic_tac_toe --exact
+
 --cross_play plays a self-play run's opponent-pool snapshots (`snap@<update>`), its earlier kept checkpoints
 (`ckpt@<update>`: raise `--config.run.keep_checkpoints` to keep a run's history), its learner and the game's
 built-in players against each other, every pair --episodes games (half in each seat order, the same deals), prints
@@ -64,6 +71,9 @@ _TRANSCRIPTS = flags.DEFINE_integer("transcripts", 2, "Rendered games to print p
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of resets, sampling and the scripted opponents.")
 _HELDOUT = flags.DEFINE_bool("heldout", False, "The run's own greedy held-out evaluation (as eval_episodes after "
                              "training) of --checkpoint, or of the starting model without one; no matches.")
+_EXACT = flags.DEFINE_bool("exact", False, "Tic-tac-toe with history=False: the greedy player's exact win / draw / "
+                           "loss rates per seat against random and minimax (every position's move, no sampled games) "
+                           "and the positions where its move is not optimal, most reached first.")
 _CROSS_PLAY = flags.DEFINE_bool("cross_play", False, "Every pair among --checkpoint's opponent-pool snapshots, its "
                                 "learner and the game's built-in players, --episodes games each; Elo ratings; "
                                 "cross_play.csv, cross_play.png, ratings.csv in the run directory.")
@@ -147,6 +157,9 @@ def main(argv):
     if _CROSS_PLAY.value:
         run_cross_play(config, trainer, _CHECKPOINT.value)
         return
+    if _EXACT.value:
+        run_exact(trainer, _CHECKPOINT.value)
+        return
     env = trainer.env
     policy = play.with_temperature(trainer.policy, _TEMPERATURE.value)
     me, trained_base = checkpoint_players(trainer, _CHECKPOINT.value, _SLOT.value)
@@ -197,6 +210,35 @@ def checkpoint_players(trainer, run_dir: str, slot: int) -> tuple[list[play.Play
     own = [int(trainer.slot_of_agent[s]) if float(trainer.agent_scale[s]) else 0 for s in seats]
     pick = [slot if slot >= 0 else own[s] for s in seats]
     return [play.Player("lm", jax.tree.map(lambda x, k=k: x[k], lora)) for k in pick], state.trainable.get("base")
+
+
+def run_exact(trainer, run_dir: str) -> None:
+    """--exact: the greedy player's exact rates in each seat against random and minimax, and its worst moves."""
+    from jaxmarl_llm.envs.text.tic_tac_toe import TicTacToe
+    from jaxmarl_llm.evaluation import tic_tac_toe_exact as exact
+
+    env = trainer.env
+    if not isinstance(env, TicTacToe) or env.history:
+        fail(f"--exact: tic-tac-toe with history=False (a position is then the whole observation); got "
+             f"{type(env).__name__}" + (" with history=True" if isinstance(env, TicTacToe) else ""))
+    me, trained_base = checkpoint_players(trainer, run_dir, _SLOT.value)
+    base = trainer.base if trained_base is None else trained_base
+    totals: dict[str, dict[str, float]] = {}
+    for seat in (0, 1):
+        table = exact.greedy_table(env, trainer.policy, base, me[seat].lora, seat)
+        for opp in exact.OPPONENTS:
+            rates = exact.exact_rates(table, seat, opp)
+            totals[opp] = {k: totals.get(opp, {}).get(k, 0.0) + v / 2 for k, v in rates.items()}
+            print(f"seat {seat} ({env.agents[seat]}) vs {opp}, exact: "
+                  + ", ".join(f"{k} {v:.4f}" for k, v in rates.items()))
+        worst = exact.blunders(table, seat)
+        print(f"  {len(worst)} positions where its move is not optimal; most reached against random:")
+        for row in worst[:5]:
+            print(f"    board {''.join('.XO'[c] for c in row['board'])} reached {row['reach']:.4f}: cell "
+                  f"{[c + 1 for c in row['move']] or 'none'}, best {[c + 1 for c in row['best']]}, value "
+                  f"{row['value']:+d} -> {row['after']:+d}")
+    for opp, rates in totals.items():
+        print(f"overall vs {opp} (half per seat), exact: " + ", ".join(f"{k} {v:.4f}" for k, v in rates.items()))
 
 
 def pool_players(config, state) -> dict[str, play.Player]:

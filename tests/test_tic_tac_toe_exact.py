@@ -1,0 +1,129 @@
+"""Exact tic-tac-toe results of a policy (evaluation/tic_tac_toe_exact.py): against brute-force enumeration of
+games, the minimax player's guarantees, and the moves a greedy LM makes in real matches from the same positions."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxmarl_llm.envs.text import tic_tac_toe as ttt
+from jaxmarl_llm.evaluation import play
+from jaxmarl_llm.evaluation import tic_tac_toe_exact as exact
+
+
+def _uniform_table() -> np.ndarray:
+    table = np.zeros((ttt.NUM_BOARDS, 9))
+    for b in ttt.reachable_boards():
+        empty = [c == 0 for c in b]
+        if any(empty):
+            table[int(np.dot(b, ttt.POW3))] = np.asarray(empty) / sum(empty)
+    return table
+
+
+def _enumerated_random_play() -> tuple[float, float, float]:
+    """P(X wins), P(O wins), P(draw) of two uniform random players, by enumerating every order of the 9 cells:
+    a game is the order's prefix up to its end, each order equally likely."""
+    counts = np.zeros(3)
+    for order in itertools.permutations(range(9)):
+        board = [0] * 9
+        result = 2
+        for t, cell in enumerate(order):
+            board[cell] = ttt.X if t % 2 == 0 else ttt.O
+            w = ttt._py_winner(board)
+            if w:
+                result = 0 if w == ttt.X else 1
+                break
+        counts[result] += 1
+    return tuple(counts / counts.sum())
+
+
+def test_a_uniform_policy_against_random_has_random_plays_outcomes():
+    x_wins, o_wins, draws = _enumerated_random_play()
+    table = _uniform_table()
+    as_x = exact.exact_rates(table, 0, "random")
+    as_o = exact.exact_rates(table, 1, "random")
+    assert as_x["win"] == pytest.approx(x_wins, abs=1e-12) and as_x["loss"] == pytest.approx(o_wins, abs=1e-12)
+    assert as_o["win"] == pytest.approx(o_wins, abs=1e-12) and as_o["loss"] == pytest.approx(x_wins, abs=1e-12)
+    assert as_x["draw"] == pytest.approx(draws, abs=1e-12) == as_o["draw"]
+    assert 0.58 < x_wins < 0.59 and 0.28 < o_wins < 0.29  # the known 58.5% / 28.8% / 12.7%
+
+
+def test_the_minimax_player_never_loses_and_an_illegal_reply_does():
+    best = ttt.minimax_table()
+    for seat in (0, 1):
+        assert exact.exact_rates(best, seat, "random")["loss"] == pytest.approx(0.0, abs=1e-12)
+        assert exact.exact_rates(best, seat, "minimax") == pytest.approx({"win": 0.0, "draw": 1.0, "loss": 0.0})
+        assert exact.blunders(best, seat) == []
+    # O replies to a corner opening with nothing legal: every game X opens in a corner is lost (4 of 9)
+    table = best.copy()
+    for corner in (0, 2, 6, 8):
+        table[3 ** corner] = False
+    assert exact.exact_rates(table, 1, "random")["loss"] == pytest.approx(4 / 9, abs=1e-12)
+    worst = exact.blunders(table, 1)
+    assert len(worst) == 4 and all(r["move"] == [] and r["after"] == -1 and r["reach"] == pytest.approx(1 / 9)
+                                   for r in worst)
+
+
+@pytest.fixture(scope="module", params=["free", "constrained"])
+def lm(request):
+    """A tiny LM (random weights, adapters moved off zero) on tic-tac-toe's position-only prompts: in free text (its
+    replies do not parse: every game lost) and constrained to the legal moves (every reply a move)."""
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer = "text/tic_tac_toe", "jaxmarl_llm/assets/games_bpe"
+    c.env_kwargs = {"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False, "exact": False}
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
+                   max_position_embeddings=64)
+    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c.mesh.num_devices = 1
+    c.policy.actions = request.param
+    validate_lm_rl(c)
+    trainer = lm_rl.make_train(c)
+    lora = jax.tree.map(lambda x: x[0], trainer.init(jax.random.PRNGKey(0), trainer.hparams).trainable["lora"])
+    leaves, tree = jax.tree.flatten(lora)
+    keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))
+    lora = jax.tree.unflatten(tree, [x + 0.5 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+    return trainer, lora
+
+
+@pytest.mark.parametrize("seat", [0, 1])
+def test_the_greedy_table_is_the_move_the_lm_makes_in_a_match_from_that_position(lm, seat):
+    """From each position (position_state), one turn of play.make_match with the LM to move: the cell it takes is
+    the table's, and where the table has none the match records a format error or an illegal move."""
+    trainer, lora = lm
+    env = trainer.env
+    table = exact.greedy_table(env, trainer.policy, trainer.base, lora, seat)
+    boards = exact.positions(seat)[::7]
+    arr = jnp.asarray(boards, jnp.int32)
+    kinds = ("lm", "random") if seat == 0 else ("random", "lm")
+    match = play.make_match(env, play.with_temperature(trainer.policy, 0.0), kinds, 1,
+                            start=lambda i: exact.position_state(env, arr[i]))
+    loras = (lora, None) if seat == 0 else (None, lora)
+    state, outcomes = match(jax.random.PRNGKey(0), trainer.base, loras, len(boards))
+    after = np.asarray(state.board)
+    lost = np.asarray(outcomes.illegal[:, seat] | outcomes.format_error[:, seat])
+    moved = 0
+    for i, b in enumerate(boards):
+        row = table[int(np.dot(b, ttt.POW3))]
+        changed = np.flatnonzero(after[i] != np.asarray(b))
+        if row.any():
+            assert not lost[i] and list(changed) == list(np.flatnonzero(row)), (b, changed, np.flatnonzero(row))
+            moved += 1
+        else:
+            assert lost[i] and len(changed) == 0, b
+    if trainer.policy.actions == "free":
+        assert lost.all()  # a random model does not write `Move: N`
+    else:
+        assert moved == len(boards) and len({tuple(np.flatnonzero(after[i] != b)) for i, b in enumerate(boards)}) > 3
+
+
+def test_exact_rates_refuse_an_unknown_opponent_and_positions_need_a_position_only_prompt():
+    with pytest.raises(ValueError, match="opponent"):
+        exact.exact_rates(ttt.minimax_table(), 0, "perfect")
+    env = ttt.TicTacToe(history=True)
+    with pytest.raises(ValueError, match="history=False"):
+        exact.position_state(env, jnp.zeros((9,), jnp.int32))
