@@ -127,3 +127,50 @@ def test_exact_rates_refuse_an_unknown_opponent_and_positions_need_a_position_on
     env = ttt.TicTacToe(history=True)
     with pytest.raises(ValueError, match="history=False"):
         exact.position_state(env, jnp.zeros((9,), jnp.int32))
+
+
+def test_the_in_graph_rates_equal_the_host_computation(lm):
+    """`in_graph` (jitted backward induction over arrays) gives what `exact_rates(greedy_table(...))` gives on
+    the host, per seat and opponent, with a different adapter in each seat."""
+    trainer, lora = lm
+    other = jax.tree.map(lambda x: -x, lora)
+    metrics = jax.jit(exact.in_graph(trainer.env, trainer.policy))(trainer.base, (lora, other))
+    for seat, adapter in ((0, lora), (1, other)):
+        table = exact.greedy_table(trainer.env, trainer.policy, trainer.base, adapter, seat)
+        for opp in exact.OPPONENTS:
+            for name, value in exact.exact_rates(table, seat, opp).items():
+                assert float(metrics[f"exact_{opp}_seat{seat}_{name}"]) == pytest.approx(value, abs=1e-5), (seat, opp)
+    if trainer.policy.actions == "constrained":  # every reply a move: the rates are not all losses
+        assert float(metrics["exact_random_win"]) > 0.1
+
+
+def test_a_run_logs_the_exact_rates_of_its_updated_adapters():
+    """in_graph_eval.exact: the update's eval/exact_* are the host computation's for the adapters it ends with;
+    refused with one line where positions are not observations."""
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
+
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer = "text/tic_tac_toe", "jaxmarl_llm/assets/games_bpe"
+    c.env_kwargs = {"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False}
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
+                   max_position_embeddings=64)
+    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c.policy.actions, c.algo, c.group_size, c.num_envs, c.num_turns, c.lr = "constrained", "ppo", 1, 4, 9, 5e-2
+    c.share_policy = False
+    c.in_graph_eval.update(every=1, episodes=4, exact=True)
+    c.mesh.num_devices = 1
+    validate_lm_rl(c)
+    trainer = lm_rl.make_train(c)
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    state, metrics = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
+    for seat in (0, 1):
+        lora = jax.tree.map(lambda x, s=seat: x[s], state.trainable["lora"])
+        table = exact.greedy_table(trainer.env, trainer.policy, trainer.base, lora, seat)
+        for opp in exact.OPPONENTS:
+            rates = exact.exact_rates(table, seat, opp)
+            assert float(metrics[f"eval/exact_{opp}_seat{seat}_loss"]) == pytest.approx(rates["loss"], abs=1e-5)
+            assert float(metrics[f"eval/exact_{opp}_seat{seat}_draw"]) == pytest.approx(rates["draw"], abs=1e-5)
+    c.env_kwargs = {**c.env_kwargs, "history": True, "capacity": 320}
+    with pytest.raises(ConfigError, match="config.in_graph_eval.exact: text/tic_tac_toe is not tic-tac-toe with"):
+        lm_rl.make_train(c)

@@ -3,6 +3,7 @@
     table = greedy_table(env, policy, base, lora, seat=1)     # bool [3**9, 9]: the LM's move at each O position
     rates = exact_rates(table, seat=1, opponent="random")     # {"win", "draw", "loss"}: exact, not estimated
     rows = blunders(table, seat=1)                            # where the move gives away value, by how often
+    metrics = in_graph(env, policy)(base, seat_loras)         # the same rates inside jit (the in-graph evaluation)
 
 With observations that are the position alone (`history=False`), a greedy LM is a function from boards to
 moves: one batched greedy decode over every position where its seat moves gives that table. Its results against
@@ -53,30 +54,110 @@ def position_state(env, board: jax.Array):
     return env.get_obs(state), state
 
 
-def greedy_table(env, policy, base, lora, seat: int, batch: int = 512) -> np.ndarray:
-    """bool [3**9, 9]: the cell the greedy policy (adapter `lora`, None = the base) names at every board where
-    `seat` moves; a row of all False where its reply does not parse or names a taken cell (a lost game)."""
-    boards = positions(seat)
-    obs, states = jax.jit(jax.vmap(lambda b: position_state(env, b)))(jnp.asarray(boards, jnp.int32))
-    # a restricted policy (constrained / scored) chooses among the legal moves, as in play
-    valid = jax.vmap(env.candidate_mask)(states)[:, seat] if policy.actions != "free" else None
+def applies(env) -> bool:
+    """Whether `env` is tic-tac-toe with position-only observations (what the exact evaluation needs)."""
+    return isinstance(env, ttt.TicTacToe) and not env.history
+
+
+def _greedy_cells(env, policy, base, lora, obs, states, seat: int, batch: int):
+    """(cell [B], ok [B]): the greedy reply at each position (`position_state`'s obs/states [B]), parsed; jittable.
+    A restricted policy (constrained / scored) chooses among the legal moves, as in play."""
     greedy = with_temperature(policy, 0.0)
     pad = policy.sampling.pad_id
     trainable = None if lora is None else {"lora": lora}
+    valid = jax.vmap(env.candidate_mask)(states)[:, seat] if policy.actions != "free" else None
+    n = obs.tokens.shape[0]
+    chunks = -(-n // batch)
+    fill = chunks * batch - n  # rows padded to whole chunks (copies of row 0, dropped after)
 
-    @jax.jit
-    def moves(tok, ln, ok):
+    def padded(x):
+        x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (fill,) + x.shape[1:])])
+        return x.reshape((chunks, batch) + x.shape[1:])
+
+    def one(part):
+        tok, ln, ok = part
         sample = greedy.sample(jax.random.PRNGKey(0), base, trainable, tok, ln, ok)
         reply = jnp.where(sample.mask, sample.tokens, pad)
         return jax.vmap(env.parse_move)(reply, sample.mask.sum(-1).astype(jnp.int32))
 
-    cells, oks = [], []
-    for i in range(0, len(boards), batch):
-        part = slice(i, i + batch)
-        cell, ok = moves(obs.tokens[part, seat], obs.length[part, seat], None if valid is None else valid[part])
-        cells.append(np.asarray(cell))
-        oks.append(np.asarray(ok))
-    cell, ok = np.concatenate(cells), np.concatenate(oks)
+    parts = (padded(obs.tokens[:, seat]), padded(obs.length[:, seat]),
+             None if valid is None else padded(valid))
+    cell, ok = jax.lax.map(one, parts)
+    return cell.reshape(-1)[:n], ok.reshape(-1)[:n]
+
+
+@functools.lru_cache(maxsize=None)
+def _tree():
+    """The reachable boards as static arrays: boards [B, 9], child [B, 9] (the board index after a move there; B =
+    none), mover [B], outcome [B, 2, 3] (each seat's win / draw / loss where the game is over, else 0), ended [B],
+    and the built-in players' move distributions [B, 9]."""
+    boards = ttt.reachable_boards()
+    index = {b: i for i, b in enumerate(boards)}
+    n = len(boards)
+    child = np.full((n, 9), n, np.int32)
+    mover = np.zeros(n, np.int32)
+    outcome = np.zeros((n, 2, 3))
+    ended = np.zeros(n, bool)
+    opp = {k: np.zeros((n, 9)) for k in OPPONENTS}
+    for i, b in enumerate(boards):
+        w = ttt._py_winner(b)
+        if w or all(b):
+            ended[i] = True
+            for seat in (0, 1):
+                outcome[i, seat] = (0, 1, 0) if not w else ((1, 0, 0) if w == _MARKS[seat] else (0, 0, 1))
+            continue
+        mover[i] = _mover(b)
+        for c in range(9):
+            if not b[c]:
+                child[i, c] = index[b[:c] + (_MARKS[mover[i]],) + b[c + 1:]]
+        for k in OPPONENTS:
+            opp[k][i] = _opponent(b, k)
+    return np.asarray(boards, np.int32), child, mover, outcome, ended, opp
+
+
+def in_graph(env, policy, batch: int = 512):
+    """fn(base, seat_loras) -> {"exact_<opp>_<win|draw|loss>", "exact_<opp>_seat<s>_<...>": []}, jittable: the
+    greedy policy's exact rates (seat s acting with seat_loras[s]) against random and minimax, half per seat, as
+    `exact_rates(greedy_table(...))` computes them on the host; the game tree's backward induction in arrays."""
+    boards, child, mover, outcome, ended, opp = _tree()
+    n = boards.shape[0]
+    starts = jax.vmap(lambda b: position_state(env, b))
+    loss = jnp.asarray([0.0, 0.0, 1.0])
+
+    def evaluate(base, seat_loras: tuple) -> dict[str, jax.Array]:
+        out = {}
+        for seat in (0, 1):
+            at = np.flatnonzero((mover == seat) & ~ended)  # the positions where this seat moves
+            obs, states = starts(jnp.asarray(boards[at]))
+            cell, ok = _greedy_cells(env, policy, base, seat_loras[seat], obs, states, seat, batch)
+            legal = ok & (jnp.take_along_axis(jnp.asarray(child[at]), cell[:, None], 1)[:, 0] < n)
+            # [B, 9]: the move at each of its positions; a row of 0s (a reply that does not parse or names a taken
+            # cell) loses
+            mine = jnp.zeros((n, 9)).at[jnp.asarray(at)].set(jax.nn.one_hot(cell, 9) * legal[:, None])
+            for kind in OPPONENTS:
+                probs = jnp.where(jnp.asarray(mover == seat)[:, None], mine, jnp.asarray(opp[kind]))  # [B, 9]
+
+                def back(_, v):  # one step of backward induction over every board at once (depth <= 9)
+                    below = jnp.concatenate([v, jnp.zeros((1, 3))])[jnp.asarray(child)]  # [B, 9, 3]
+                    here = jnp.einsum("bc,bck->bk", probs, below) + (1.0 - probs.sum(-1))[:, None] * loss
+                    return jnp.where(jnp.asarray(ended)[:, None], jnp.asarray(outcome[:, seat]), here)
+
+                v = jax.lax.fori_loop(0, 10, back, jnp.zeros((n, 3)))[0]  # the empty board
+                for k, name in enumerate(("win", "draw", "loss")):
+                    out[f"exact_{kind}_seat{seat}_{name}"] = v[k]
+                    out[f"exact_{kind}_{name}"] = out.get(f"exact_{kind}_{name}", 0.0) + v[k] / 2
+        return out
+
+    return evaluate
+
+
+def greedy_table(env, policy, base, lora, seat: int, batch: int = 512) -> np.ndarray:
+    """bool [3**9, 9]: the cell the greedy policy (adapter `lora`, None = the base) names at every board where
+    `seat` moves; a row of all False where its reply does not parse or names a taken cell (a lost game)."""
+    boards = positions(seat)
+    obs, states = jax.vmap(lambda b: position_state(env, b))(jnp.asarray(boards, jnp.int32))
+    cell, ok = jax.jit(lambda o, st: _greedy_cells(env, policy, base, lora, o, st, seat, batch))(obs, states)
+    cell, ok = np.asarray(cell), np.asarray(ok)
     table = np.zeros((ttt.NUM_BOARDS, 9), bool)
     for b, c, k in zip(boards, cell, ok):
         if k and not b[c]:

@@ -36,7 +36,7 @@ from jax.sharding import PartitionSpec as P
 from jaxmarl_llm.algos import value_norm
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, EstimatorInput, registry_key
 from jaxmarl_llm.errors import ConfigError
-from jaxmarl_llm.evaluation import cross_play, exploitability, per_game, play
+from jaxmarl_llm.evaluation import cross_play, exploitability, per_game, play, tic_tac_toe_exact
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.policies import central_critic, transcripts
@@ -109,6 +109,9 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
     if config.in_graph_eval.get("average", "none") != "none" and not exploitability.has_infosets(env):
         raise ConfigError(f"config.in_graph_eval.average: {config.env_name} has no tree of information sets to "
                           "average a policy over (the poker games have); set it to 'none'")
+    if config.in_graph_eval.get("exact", False) and not tic_tac_toe_exact.applies(env):
+        raise ConfigError(f"config.in_graph_eval.exact: {config.env_name} is not tic-tac-toe with position-only "
+                          "observations (env_kwargs.history=False); set it to False")
     if config.in_graph_eval.get("cross_play", 0) and (env.num_agents != 2 or hasattr(env, "games")):
         raise ConfigError(f"config.in_graph_eval.cross_play: {config.env_name} is not one two-seat game; cross-play "
                           "rates players of one two-seat game (set it to 0)")
@@ -136,6 +139,7 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
         eval_average=str(config.in_graph_eval.get("average", "none")),
         eval_average_from=int(config.in_graph_eval.get("average_from", 0)),
         eval_cross_play=int(config.in_graph_eval.get("cross_play", 0)),
+        eval_exact=bool(config.in_graph_eval.get("exact", False)),
         eval_cross_play_temperature=float(config.in_graph_eval.get("cross_play_temperature", 1.0)),
         transcript_episodes=int(config.run.transcript_episodes) if int(config.run.transcripts_every) > 0 else 0,
     )
@@ -326,6 +330,8 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
     def games():
         weights = model_weights(trainable, base)
         out, total = versus(weights, seat_loras), average
+        if plan.eval_exact:  # tic-tac-toe: exact rates from the greedy move at every position
+            out.update(tic_tac_toe_exact.in_graph(env, policy)(weights, seat_loras))
         if exploitability.has_infosets(env):  # poker: the exact distance to equilibrium of the sampling policy
             table = exploitability.policy_table(env, policy, weights, seat_loras)  # [I, A]
             out.update(exploitability.table_metrics(env.tree, table))

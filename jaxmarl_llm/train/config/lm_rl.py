@@ -155,9 +155,11 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # cross_play (self-play with a pool): also every pair among the learner, its snapshots (snap1 = the newest) and
     # `opponents`, this many games a pair (half per seat order), sampled at cross_play_temperature: a Bradley-Terry
     # Elo per player, eval/rating/<name> (random = 1000), and eval/xplay/<row>/<col> (mean return); 0 = off
+    # exact (tic-tac-toe with history=False): also the greedy policy's exact rates against random and minimax from
+    # its move at every position, eval/exact_<opponent>_<win|draw|loss> (and per seat) (evaluation/tic_tac_toe_exact.py)
     c.in_graph_eval = ml_collections.ConfigDict({"every": 0, "episodes": 400, "opponents": ("random", "minimax"),
                                                  "seed": 0, "average": "none", "average_from": 0, "cross_play": 0,
-                                                 "cross_play_temperature": 1.0})
+                                                 "cross_play_temperature": 1.0, "exact": False})
     # stability guards (run/runner.py Guard): warn once, with the update number, when the policy's entropy falls
     # below min_entropy or its KL to the reference (adapters off) rises above max_kl_ref; 0 = off. max_kl_ref > 0
     # scores the reference even at kl_coef=0 (one more forward per minibatch)
@@ -321,6 +323,9 @@ def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:
              "opponent_pool.size >= 1")
     _require(not games or not config.train_base, "in_graph_eval.cross_play",
              "the snapshots keep adapters, not the trained base (train_base=True): set it to 0")
+    _require(isinstance(ev.get("exact", False), bool), "in_graph_eval.exact", f"True or False, got {ev.get('exact')!r}")
+    _require(not ev.get("exact", False) or ev.every, "in_graph_eval.exact",
+             "adds exact rates to each in-graph evaluation: set in_graph_eval.every > 0 too")
     temperature = ev.get("cross_play_temperature", 1.0)
     _require(isinstance(temperature, (int, float)) and temperature >= 0, "in_graph_eval.cross_play_temperature",
              f"must be >= 0 (0 = greedy), got {temperature!r}")

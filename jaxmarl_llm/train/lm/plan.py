@@ -106,6 +106,8 @@ class Plan:
     eval_average_from: int = 0  # ... counting only the iterates evaluated at this update (metrics.csv numbers) or later
     # self-play with a pool: also every pair among the learner, its snapshots and `eval_opponents`, this many
     # games a pair, sampled at `eval_cross_play_temperature` (evaluation/cross_play.py `league`); 0 = off
+    # tic-tac-toe with position-only observations: also the exact rates (evaluation/tic_tac_toe_exact.py `in_graph`)
+    eval_exact: bool = False
     eval_cross_play: int = 0
     eval_cross_play_temperature: float = 1.0
     # transcripts: this many of each update's episodes are returned beside its metrics (train/lm/episode_sample.py)
