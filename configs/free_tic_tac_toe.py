@@ -17,11 +17,11 @@ tokens); `tokenizer` is the games' BPE folder (jaxmarl_llm/assets/games_bpe, too
 as a checkpoint's tokenizer is. `--config.model.checkpoint=<HF folder>
 --config.tokenizer=<HF folder>` runs the same recipe on a real model (docs/byo_checkpoint.md);
 `--config.model.preset=qwen3-0.6b --config.model.checkpoint=` on that architecture with random weights.
-Measured (seed 0, Intel Xeon, 2 shared cores): the warm start loses 45.0% against random and draws 25.5% against
-minimax (random play: 43.7%, 12.7%); RL to update 3000 (60 min): 4.0% losses (as X 0.5%, as O 7.5%) and 88.7%
-draws on the in-graph evaluation's 400 games, 6.2% and 89.9% on 4000 fresh ones, 0.06% of sampled replies
-unparsable; the same command on an AMD EPYC ends at 9.3% and 86.7% (another trajectory: docs/results.md, "Free
-text from a format-only warm start").
+Measured exactly (every position's greedy move, `eval.py ... --exact`; AMD EPYC, 2 shared cores): the warm start
+loses 41.1% against random and draws 26.3% against minimax (random play: 43.7%, 12.7%); RL to update 3000 (~56
+min): 6.16% and 5.95% losses (seeds 0, 1; as O 12.1%, 11.1%), 89.4% and 91.6% draws; with X and O each their own
+adapter (`--config.share_policy=False`) 6.19% and 4.71%, 89.4% and 94.0% (docs/results.md, "Free text from a
+format-only warm start").
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults
