@@ -246,6 +246,11 @@ def test_league_and_in_graph_eval_agree_with_eval_py(tmp_path, share_policy):
     for seat in (0, 1):
         line = [ln for ln in out.stdout.splitlines() if ln.startswith(f"seat {seat}")][0]
         assert f"loss {float(row[f'eval/random_seat{seat}_loss']):.3f}" in line, line
+    if not share_policy:  # a slot the checkpoint lacks: one line, status 2
+        bad = subprocess.run(args[:-1] + ["--slot=2"] + args[-1:], capture_output=True, text=True, timeout=300,
+                             cwd=str(tmp_path), env=env)
+        assert bad.returncode == 2 and "--slot=2: " in bad.stderr and "has 2 adapter slots (0..1)" in bad.stderr, \
+            bad.stderr[-2000:]
 
 
 def test_league_shares_are_drawn_per_group():
