@@ -37,7 +37,8 @@ def _mover(board) -> int:
 
 def positions(seat: int) -> list[tuple[int, ...]]:
     """Every reachable unfinished board where `seat` moves."""
-    return [b for b in ttt.reachable_boards() if not ttt._py_winner(b) and not all(b) and _mover(b) == seat]
+    boards, _, mover, _, ended, _ = _tree()
+    return [tuple(int(c) for c in b) for b in boards[(mover == seat) & ~ended]]
 
 
 def position_state(env, board: jax.Array):
@@ -115,14 +116,32 @@ def _tree():
     return np.asarray(boards, np.int32), child, mover, outcome, ended, opp
 
 
+_LOSS = np.asarray([0.0, 0.0, 1.0])
+
+
+def _backward(probs, seat: int, xp=np):
+    """[win, draw, loss] of `seat` from the empty board, by backward induction over every reachable board at once
+    (depth <= 9). probs [B, 9]: the move distribution at each board (the policy's where `seat` moves, the
+    opponent's elsewhere); mass on a taken cell, or missing, loses. xp: numpy (float64, on the host) or jax.numpy
+    (inside jit)."""
+    _, child, _, outcome, ended, _ = _tree()
+    n = child.shape[0]
+    probs = probs * (child < n)
+    v = xp.zeros((n, 3))
+    for _ in range(10):
+        below = xp.concatenate([v, xp.zeros((1, 3))])[child]  # [B, 9, 3]
+        here = xp.einsum("bc,bck->bk", probs, below) + (1.0 - probs.sum(-1))[:, None] * _LOSS
+        v = xp.where(ended[:, None], outcome[:, seat], here)
+    return v[0]  # the empty board (the first of the sorted boards)
+
+
 def in_graph(env, policy, batch: int = 512):
     """fn(base, seat_loras) -> {"exact_<opp>_<win|draw|loss>", "exact_<opp>_seat<s>_<...>": []}, jittable: the
     greedy policy's exact rates (seat s acting with seat_loras[s]) against random and minimax, half per seat, as
     `exact_rates(greedy_table(...))` computes them on the host; the game tree's backward induction in arrays."""
-    boards, child, mover, outcome, ended, opp = _tree()
+    boards, child, mover, _, ended, opp = _tree()
     n = boards.shape[0]
     starts = jax.vmap(lambda b: position_state(env, b))
-    loss = jnp.asarray([0.0, 0.0, 1.0])
 
     def evaluate(base, seat_loras: tuple) -> dict[str, jax.Array]:
         out = {}
@@ -136,13 +155,7 @@ def in_graph(env, policy, batch: int = 512):
             mine = jnp.zeros((n, 9)).at[jnp.asarray(at)].set(jax.nn.one_hot(cell, 9) * legal[:, None])
             for kind in OPPONENTS:
                 probs = jnp.where(jnp.asarray(mover == seat)[:, None], mine, jnp.asarray(opp[kind]))  # [B, 9]
-
-                def back(_, v):  # one step of backward induction over every board at once (depth <= 9)
-                    below = jnp.concatenate([v, jnp.zeros((1, 3))])[jnp.asarray(child)]  # [B, 9, 3]
-                    here = jnp.einsum("bc,bck->bk", probs, below) + (1.0 - probs.sum(-1))[:, None] * loss
-                    return jnp.where(jnp.asarray(ended)[:, None], jnp.asarray(outcome[:, seat]), here)
-
-                v = jax.lax.fori_loop(0, 10, back, jnp.zeros((n, 3)))[0]  # the empty board
+                v = _backward(probs, seat, jnp)
                 for k, name in enumerate(("win", "draw", "loss")):
                     out[f"exact_{kind}_seat{seat}_{name}"] = v[k]
                     out[f"exact_{kind}_{name}"] = out.get(f"exact_{kind}_{name}", 0.0) + v[k] / 2
@@ -187,27 +200,9 @@ def exact_rates(table: np.ndarray, seat: int, opponent: str) -> dict[str, float]
     among a row's True cells; a row of all False loses)."""
     if opponent not in OPPONENTS:
         raise ValueError(f"opponent must be one of {OPPONENTS}, got {opponent!r}")
-    table = _probs(table)
-    mark = _MARKS[seat]
-
-    @functools.lru_cache(maxsize=None)
-    def value(board: tuple[int, ...]) -> np.ndarray:  # [win, draw, loss] from here
-        w = ttt._py_winner(board)
-        if w:
-            return np.asarray([1.0, 0.0, 0.0]) if w == mark else np.asarray([0.0, 0.0, 1.0])
-        if all(board):
-            return np.asarray([0.0, 1.0, 0.0])
-        mover = _mover(board)
-        probs = table[int(np.dot(board, ttt.POW3))] if mover == seat else _opponent(board, opponent)
-        out = np.zeros(3)
-        for c in range(9):
-            if probs[c] > 0 and not board[c]:
-                out += probs[c] * value(board[:c] + (_MARKS[mover],) + board[c + 1:])
-        if mover == seat:  # a reply off the empty cells (or none) loses
-            out[2] += 1.0 - sum(probs[c] for c in range(9) if not board[c])
-        return out
-
-    win, draw, loss = value((0,) * 9)
+    boards, _, mover, _, _, opp = _tree()
+    mine = _probs(table)[boards @ ttt.POW3]  # [B, 9]: the policy's rows at the reachable boards
+    win, draw, loss = _backward(np.where((mover == seat)[:, None], mine, opp[opponent]), seat)
     return {"win": float(win), "draw": float(draw), "loss": float(loss)}
 
 

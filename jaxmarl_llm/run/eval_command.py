@@ -218,7 +218,7 @@ def run_exact(trainer, run_dir: str) -> None:
     from jaxmarl_llm.evaluation import tic_tac_toe_exact as exact
 
     env = trainer.env
-    if not isinstance(env, TicTacToe) or env.history:
+    if not exact.applies(env):
         fail(f"--exact: tic-tac-toe with history=False (a position is then the whole observation); got "
              f"{type(env).__name__}" + (" with history=True" if isinstance(env, TicTacToe) else ""))
     me, trained_base = checkpoint_players(trainer, run_dir, _SLOT.value)
