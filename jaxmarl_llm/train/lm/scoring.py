@@ -100,12 +100,12 @@ def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, 
                                             jnp.swapaxes(valid, 0, 1))
         return tuple(jnp.swapaxes(x, 0, 1) for x in out)
 
-    if plan.seat_adapters:  # each env's own adapter: one forward per env (a batch of one under vmap)
-        one_env = lambda tr, *rows: tuple(  # noqa: E731
-            x[:, 0] for x in one_agent(tr, *jax.tree.map(lambda x, ax: jnp.expand_dims(x, ax), rows, (0, 1, 1, 1, 1))))
-        score = jax.vmap(one_env, in_axes=(0, 0, 1, 1, 1, 1), out_axes=1)
-    else:
-        score = one_agent
+    def one_env(tr, seq, plen, action, amask, valid):  # seq [W], plen [T], action [T, M]: one env's own adapter
+        out = one_agent(tr, seq[None], plen[:, None], action[:, None], amask[:, None], valid[:, None])
+        return tuple(x[:, 0] for x in out)
+
+    # seat adapters: each env its own adapter, one forward per env (a batch of one under vmap)
+    score = jax.vmap(one_env, in_axes=(0, 0, 1, 1, 1, 1), out_axes=1) if plan.seat_adapters else one_agent
     return jax.vmap(score, in_axes=(int(plan.seat_adapters), 1, 2, 2, 2, 2), out_axes=(2, 2, 2))(
         agents_tr, seqs, batch.prompt_len, batch.action, mask, batch.valid)
 
