@@ -66,6 +66,67 @@ def test_the_minimax_player_never_loses_and_an_illegal_reply_does():
                                    for r in worst)
 
 
+def _enumerated_tactics(seat: int) -> dict[str, float]:
+    """Two uniform random players, every game played out move by move (each path with its probability, no board
+    merged with another): over the moves `seat` makes where the other threatens to complete a line and it cannot
+    complete one, the expected share that takes a threatened cell; over those where it can complete one, the share
+    that does. Cell by cell, no code shared with the module."""
+    mine, other = (ttt.X, ttt.O) if seat == 0 else (ttt.O, ttt.X)
+    counts = np.zeros(4)  # blocks, must-block moves, wins taken, win chances: expected counts per game
+
+    def finishing(board, mark):
+        return {c for line in ttt.LINES for c in line
+                if board[c] == 0 and sum(board[k] == mark for k in line) == 2}
+
+    def play(board, mover, p):
+        empty = [c for c in range(9) if board[c] == 0]
+        if mover == mine:
+            wins, threats = finishing(board, mine), finishing(board, other)
+            if wins:
+                counts[2:] += (p * len(wins) / len(empty), p)
+            elif threats:
+                counts[:2] += (p * len(threats) / len(empty), p)
+        for c in empty:
+            board[c] = mover
+            if not ttt._py_winner(board) and len(empty) > 1:
+                play(board, ttt.O if mover == ttt.X else ttt.X, p / len(empty))
+            board[c] = 0
+
+    play([0] * 9, ttt.X, 1.0)
+    return {"block": counts[0] / counts[1], "take_win": counts[2] / counts[3]}
+
+
+@pytest.mark.parametrize("seat", [0, 1])
+def test_tactics_of_a_uniform_player_equal_enumerating_every_game(seat):
+    assert exact.tactics(_uniform_table(), seat) == pytest.approx(_enumerated_tactics(seat), abs=1e-12)
+
+
+def test_a_player_that_wins_then_blocks_scores_one_and_one_that_never_blocks_zero():
+    """The one-move tactician (complete a line, else block, else any empty cell) blocks and wins every time; the
+    same player with every blocking cell removed where it must block (resigning where only those are left) never
+    blocks; both in either seat."""
+    finish = exact._finishing_cells()
+    boards, _, mover, _, ended, _ = exact._tree()
+    sharp, blind = np.zeros((ttt.NUM_BOARDS, 9)), np.zeros((ttt.NUM_BOARDS, 9))
+    for b, m, over, f in zip(boards, mover, ended, finish):
+        if over:
+            continue
+        empty = b == ttt.EMPTY
+        row = f[m] if f[m].any() else (f[1 - m] if f[1 - m].any() else empty)
+        code = int(b @ ttt.POW3)
+        sharp[code] = row / row.sum()
+        away = empty & ~f[1 - m] if not f[m].any() and f[1 - m].any() else row
+        blind[code] = away / max(away.sum(), 1)
+    for seat in (0, 1):
+        for opp in exact.OPPONENTS:
+            assert exact.tactics(sharp, seat, opp)["block"] == pytest.approx(1.0)
+        assert exact.tactics(sharp, seat)["take_win"] == pytest.approx(1.0)
+        assert exact.tactics(blind, seat)["block"] == pytest.approx(0.0)
+        assert exact.tactics(blind, seat)["take_win"] == pytest.approx(1.0)
+    # minimax never lets minimax threaten a line it can complete: no such position is reached, nan, not 0
+    assert np.isnan(exact.tactics(ttt.minimax_table(), 0, "minimax")["take_win"])
+
+
 @pytest.fixture(scope="module", params=["free", "constrained"])
 def lm(request):
     """A tiny LM (random weights, adapters moved off zero) on tic-tac-toe's position-only prompts: in free text (its
@@ -138,8 +199,9 @@ def test_the_in_graph_rates_equal_the_host_computation(lm):
     for seat, adapter in ((0, lora), (1, other)):
         table = exact.greedy_table(trainer.env, trainer.policy, trainer.base, adapter, seat)
         for opp in exact.OPPONENTS:
-            for name, value in exact.exact_rates(table, seat, opp).items():
-                assert float(metrics[f"exact_{opp}_seat{seat}_{name}"]) == pytest.approx(value, abs=1e-5), (seat, opp)
+            for name, value in {**exact.exact_rates(table, seat, opp), **exact.tactics(table, seat, opp)}.items():
+                assert float(metrics[f"exact_{opp}_seat{seat}_{name}"]) == pytest.approx(value, abs=1e-5, nan_ok=True), \
+                    (seat, opp, name)
     if trainer.policy.actions == "constrained":  # every reply a move: the rates are not all losses
         assert float(metrics["exact_random_win"]) > 0.1
 

@@ -3,6 +3,7 @@
     table = greedy_table(env, policy, base, lora, seat=1)     # bool [3**9, 9]: the LM's move at each O position
     rates = exact_rates(table, seat=1, opponent="random")     # {"win", "draw", "loss"}: exact, not estimated
     rows = blunders(table, seat=1)                            # where the move gives away value, by how often
+    skill = tactics(table, seat=1, opponent="random")         # {"block", "take_win"}: shares of the forced moves
     metrics = in_graph(env, policy)(base, seat_loras)         # the same rates inside jit (the in-graph evaluation)
 
 With observations that are the position alone (`history=False`), a greedy LM is a function from boards to
@@ -116,6 +117,20 @@ def _tree():
     return np.asarray(boards, np.int32), child, mover, outcome, ended, opp
 
 
+@functools.lru_cache(maxsize=None)
+def _finishing_cells() -> np.ndarray:
+    """bool [B, 2, 9]: the empty cells of each reachable board where seat s's mark would complete a line."""
+    boards = _tree()[0]
+    out = np.zeros((len(boards), 2, 9), bool)
+    for line in ttt.LINES:
+        cells = boards[:, line]  # [B, 3]
+        for seat in (0, 1):
+            two = (cells == _MARKS[seat]).sum(-1) == 2
+            for k in range(3):
+                out[:, seat, line[k]] |= two & (cells[:, k] == ttt.EMPTY)
+    return out
+
+
 _LOSS = np.asarray([0.0, 0.0, 1.0])
 
 
@@ -135,10 +150,59 @@ def _backward(probs, seat: int, xp=np):
     return v[0]  # the empty board (the first of the sorted boards)
 
 
+def _reach(probs, xp=np):
+    """[B]: the probability that a game from the empty board passes through each reachable board, both players
+    moving by `probs` [B, 9] (mass on a taken cell ends the game there)."""
+    _, child, _, _, ended, _ = _tree()
+    n = child.shape[0]
+    flow_ok = (child < n) & ~ended[:, None]
+    start = np.zeros(n)
+    start[0] = 1.0
+    reach = xp.asarray(start)
+    for _ in range(9):  # a board at depth d is final after d rounds
+        flow = (reach[:, None] * probs * flow_ok).ravel()
+        into = (np.bincount(child.ravel(), flow, minlength=n + 1) if xp is np
+                else jnp.zeros(n + 1).at[child.ravel()].add(flow))
+        reach = start + into[:n]
+    return reach
+
+
+def _tactics(probs, seat: int, xp=np) -> dict:
+    """{"block", "take_win"} of `seat` (see `tactics`); probs [B, 9] as in `_backward`."""
+    _, _, mover, _, ended, _ = _tree()
+    finish = _finishing_cells()
+    mine = (mover == seat) & ~ended
+    can_win = mine & finish[:, seat].any(-1)
+    must_block = mine & finish[:, 1 - seat].any(-1) & ~can_win
+    reach = _reach(probs, xp)
+    takes = (probs * finish[:, seat]).sum(-1)  # [B]: the chance its move completes its own line
+    blocks = (probs * finish[:, 1 - seat]).sum(-1)  # [B]: ... takes a cell that completes the opponent's
+    out = {}
+    for name, where, did in (("block", must_block, blocks), ("take_win", can_win, takes)):
+        weight = reach * where
+        total = weight.sum()
+        out[name] = xp.where(total > 0, (weight * did).sum() / xp.maximum(total, 1e-300), xp.nan)
+    return out
+
+
+def tactics(table: np.ndarray, seat: int, opponent: str = "random") -> dict[str, float]:
+    """The policy's one-move tactics in `seat`, over the positions a game against `opponent` reaches (weighted by
+    how often): "block", the share of positions where the opponent threatens to complete a line and the policy
+    cannot complete one in which it takes a threatened cell (against two threats a block is still a block), and
+    "take_win", the share of positions where it can complete a line in which it does (nan where no game reaches
+    such a position). A missed block against the random player is where most of a weak O's losses come from."""
+    if opponent not in OPPONENTS:
+        raise ValueError(f"opponent must be one of {OPPONENTS}, got {opponent!r}")
+    boards, _, mover, _, _, opp = _tree()
+    mine = _probs(table)[boards @ ttt.POW3]
+    return {k: float(v) for k, v in _tactics(np.where((mover == seat)[:, None], mine, opp[opponent]), seat).items()}
+
+
 def in_graph(env, policy, batch: int = 512):
     """fn(base, seat_loras) -> {"exact_<opp>_<win|draw|loss>", "exact_<opp>_seat<s>_<...>": []}, jittable: the
     greedy policy's exact rates (seat s acting with seat_loras[s]) against random and minimax, half per seat, as
-    `exact_rates(greedy_table(...))` computes them on the host; the game tree's backward induction in arrays."""
+    `exact_rates(greedy_table(...))` computes them on the host, and each seat's `tactics`
+    ("exact_<opp>_seat<s>_block", "..._take_win"); the game tree's backward induction in arrays."""
     boards, child, mover, _, ended, opp = _tree()
     n = boards.shape[0]
     starts = jax.vmap(lambda b: position_state(env, b))
@@ -159,6 +223,8 @@ def in_graph(env, policy, batch: int = 512):
                 for k, name in enumerate(("win", "draw", "loss")):
                     out[f"exact_{kind}_seat{seat}_{name}"] = v[k]
                     out[f"exact_{kind}_{name}"] = out.get(f"exact_{kind}_{name}", 0.0) + v[k] / 2
+                for name, value in _tactics(probs, seat, jnp).items():
+                    out[f"exact_{kind}_seat{seat}_{name}"] = value
         return out
 
     return evaluate

@@ -231,6 +231,9 @@ def run_exact(trainer, run_dir: str) -> None:
             totals[opp] = {k: totals.get(opp, {}).get(k, 0.0) + v / 2 for k, v in rates.items()}
             print(f"seat {seat} ({env.agents[seat]}) vs {opp}, exact: "
                   + ", ".join(f"{k} {v:.4f}" for k, v in rates.items()))
+        skill = exact.tactics(table, seat)
+        print(f"  against random: blocks {skill['block']:.4f} of the threats it must block, completes its line "
+              f"{skill['take_win']:.4f} of the times it can")
         worst = exact.blunders(table, seat)
         print(f"  {len(worst)} positions where its move is not optimal; most reached against random:")
         for row in worst[:5]:
