@@ -239,12 +239,13 @@ def test_one_grpo_update_gives_the_same_adapters():
     (guess_number's first update from a random model has equal returns in every group, zero advantages and
     no adapter update to compare; this game's returns differ from the first update.)"""
     import test_lm_rl
+    from tiny_configs import TINY_LORA, TINY_MODEL
 
     def run(backend):
         c = test_lm_rl._config("grpo", num_envs=4, group_size=4, update_epochs=1)
-        c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=16,
+        c.model.update(TINY_MODEL, num_heads=4, num_kv_heads=2,
                        attention_backend=backend)  # what --config.model.attention_backend sets
-        c.lora.update(rank=4, alpha=8.0, targets=("q", "v", "up"))
+        c.lora.update(TINY_LORA, targets=("q", "v", "up"))
         trainer = test_lm_rl._make(c)
         assert trainer.policy.cfg.attention_backend == backend
         state, metrics = test_lm_rl._run(trainer, 1)

@@ -18,6 +18,7 @@ from jaxmarl_llm.train import lm_rl
 from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
 from jaxmarl_llm.train.lm import seats as lm_seats
 from jaxmarl_llm.train.lm.paths import rollout_path
+from tiny_configs import TINY_MODEL
 
 V, M, EOS = 11, 6, 1
 
@@ -86,8 +87,7 @@ def test_constrained_samples_only_valid_replies_and_probabilities_sum_to_one(see
 
 
 def _tiny_policy(actions: str, cands: cand_lib.Candidates, temperature: float = 1.0) -> tuple[LMPolicy, dict]:
-    cfg = model_config.tiny("qwen3", vocab_size=V, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2,
-                            num_kv_heads=1, head_dim=16)
+    cfg = model_config.tiny("qwen3", vocab_size=V, **(TINY_MODEL | {"num_layers": 2}))
     params = init_params(cfg, jax.random.PRNGKey(0), std=0.5)
     return LMPolicy(cfg, sampling=SamplingConfig(max_new_tokens=M, temperature=temperature, stop_ids=(EOS,)),
                     actions=actions, candidates=cands), params

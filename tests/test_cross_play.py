@@ -314,9 +314,10 @@ def test_cross_play_in_training_refuses_a_game_that_is_not_one_two_seat_game():
     from jaxmarl_llm.errors import ConfigError
     from jaxmarl_llm.train import lm_rl
     from jaxmarl_llm.run.cli import load_config_file
+    from tiny_configs import TINY_MODEL
 
     c = load_config_file(os.path.join(ROOT, "configs", "multi_game.py"))  # three games in one env
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.model.update(TINY_MODEL)
     c.num_envs, c.mesh.num_devices = 4, 1
     c.opponent_pool.size = 2
     c.in_graph_eval.update(every=2, cross_play=4)

@@ -90,9 +90,10 @@ def _judge_accuracy(updates: int) -> np.ndarray:
     """SFT of a tiny model on the judge seat of random debates: the judge's teacher-forced accuracy per update."""
     from configs import sft_debate
     from jaxmarl_llm.train import sft
+    from tiny_configs import TINY_MODEL
 
     c = sft_debate.get_config()
-    c.model.update({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1})
+    c.model.update(TINY_MODEL)
     c.num_envs, c.total_episodes, c.lr, c.anneal_lr, c.mesh.num_devices = 32, 32 * updates, 1e-2, False, 1
     trainer = sft.make_train(c)
     state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
@@ -133,6 +134,7 @@ def _debaters_curve(updates: int, judge: str = "rule", checkpoint: str = "") -> 
     """GRPO self-play of constrained debaters (one shared adapter) in front of `judge`: metrics per update."""
     from configs import debate
     from jaxmarl_llm.train import lm_rl
+    from tiny_configs import TINY_MODEL
 
     c = debate.get_config("trained_judge")
     c.env_kwargs["judge"] = judge
@@ -140,8 +142,7 @@ def _debaters_curve(updates: int, judge: str = "rule", checkpoint: str = "") -> 
     if judge == "rule":
         c.frozen_agents, c.num_turns = (), 4
     if not checkpoint:
-        c.model.update({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1, "num_heads": 2,
-                        "num_kv_heads": 1, "head_dim": 16, "max_position_embeddings": 256})
+        c.model.update(TINY_MODEL, max_position_embeddings=256)
     c.num_envs, c.group_size, c.total_episodes, c.mesh.num_devices = 16, 8, 16 * updates, 1
     c.lr = 1e-2  # the tiny 1-layer model learns in 100 updates at this rate (the recipe's 3e-3 is for its base)
     trainer = lm_rl.make_train(c)

@@ -53,8 +53,9 @@ import jax, jax.numpy as jnp, numpy as np
 from test_lm_rl import CharClassGame
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, EstimatorInput, algo_names
 from jaxmarl_llm.train import lm_rl
-from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+from jaxmarl_llm.train.config import validate_lm_rl
 from jaxmarl_llm.train.lm.setup import build_tokenizer
+from tiny_configs import tiny_lm_rl
 
 out = {"file": jaxmarl_llm.__file__, "names": list(algo_names())}
 
@@ -67,11 +68,8 @@ want = (returns - np.median(returns, axis=1, keepdims=True)).reshape(8, 2)
 out["estimator_err"] = float(np.abs(np.asarray(adv) - want[None]).max())
 
 # one update of a one-layer model with it (tests/test_lm_objective.py's _tiny_config)
-c = lm_rl_defaults()
-c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
-c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+c = tiny_lm_rl()
 c.num_envs, c.group_size, c.num_turns, c.total_episodes, c.lr = 8, 4, 1, 16, 1e-2
-c.mesh.num_devices = 1
 c.algo = "grpo_median"
 validate_lm_rl(c)
 trainer = lm_rl.make_train(c, env=CharClassGame(build_tokenizer(c.tokenizer)))

@@ -26,6 +26,7 @@ from jaxmarl_llm.tokenizers import CharTokenizer
 from jaxmarl_llm.train import dpo
 from jaxmarl_llm.train.config import ConfigError, dpo_defaults, validate_dpo
 from killing import Killed, assert_resumed_identically, dying_after
+from tiny_configs import TINY_MODEL
 
 PAIRS = os.path.join(DATA_DIR, "arithmetic_pairs.jsonl")
 
@@ -36,8 +37,7 @@ def _config(out_dir="runs/test_dpo", **kw):
     c.env_kwargs = {"num_ops": 1, "max_operand": 9, "capacity": 96, "max_action_tokens": 12}
     c.num_turns = 1
     c.pairs_path, c.max_length = PAIRS, 96
-    c.model.update({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1,
-                    "head_dim": 16, "max_position_embeddings": 128, "init_std": 0.1})
+    c.model.update(TINY_MODEL, max_position_embeddings=128, init_std=0.1)
     c.batch_size, c.total_updates, c.lr, c.warmup_updates = 16, 40, 1e-2, 2
     c.mesh.num_devices = 1
     c.run.out_dir, c.run.updates_per_chunk, c.run.checkpoint_every = str(out_dir), 2, 1

@@ -36,33 +36,17 @@ import numpy as np
 import pytest
 
 from jaxmarl_llm.train.lm.episode_sample import take_episodes
+from tiny_configs import TINY_LORA, TINY_MODEL, tiny_lm_rl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "trainers.json")
 UPDATES = 3
 CHARCLASS = "CharClassGame"  # tests/test_lm_rl.py's game, passed to make_train directly
-TINY = {"hidden_size": 32, "intermediate_size": 64, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1,
-        "head_dim": 16, "max_position_embeddings": 512}
+TINY = TINY_MODEL | {"max_position_embeddings": 512}
 
 
 def _lm(env_name, env_kwargs, **kw):
-    from jaxmarl_llm.train.config import lm_rl_defaults
-
-    c = lm_rl_defaults()
-    c.env_name, c.env_kwargs = env_name, env_kwargs
-    c.model.update(TINY)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v", "up"))
-    c.mesh.num_devices = 1
-    return _apply(c, kw)
-
-
-def _apply(c, kw):
-    for k, v in kw.items():
-        if isinstance(v, dict):
-            c[k].update(v)
-        else:
-            c[k] = v
-    return c
+    return tiny_lm_rl(env_name, env_kwargs=env_kwargs, model=TINY, lora={"targets": ("q", "v", "up")}, **kw)
 
 
 def _configs():
@@ -104,7 +88,7 @@ def _configs():
     dpo.env_name, dpo.env_kwargs = "text/arithmetic", {"num_ops": 1, "max_operand": 9, "capacity": 96, "max_action_tokens": 12}
     dpo.source, dpo.players, dpo.num_turns = "game", "teacher:0.0,teacher:1.0", 1
     dpo.model.update(TINY)
-    dpo.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    dpo.lora.update(TINY_LORA)
     dpo.batch_size, dpo.total_updates, dpo.lr, dpo.warmup_updates, dpo.sft_coef = 8, 10, 1e-2, 2, 0.1
     dpo.mesh.num_devices = 1
     out["dpo_game"] = dpo

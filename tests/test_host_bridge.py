@@ -181,13 +181,12 @@ def test_main_guard_prints_the_host_error_line_and_exits_4(capsys):
 
 
 def _digits_config(num_devices: int = 1, updates: int = 2):
-    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+    from jaxmarl_llm.models.config import PROJECTIONS
+    from jaxmarl_llm.train.config import validate_lm_rl
+    from tiny_configs import tiny_lm_rl
 
-    c = lm_rl_defaults()
-    c.env_name, c.tokenizer = "text/guess_number", "char"  # the env is passed in
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
-                   max_position_embeddings=64)
-    c.lora.update(rank=4, alpha=8.0)
+    c = tiny_lm_rl("text/guess_number", "char",  # the env is passed in
+                   model={"max_position_embeddings": 64}, lora={"targets": PROJECTIONS})  # adapters on every linear
     c.policy.actions = "free"
     c.share_policy = True
     c.algo, c.group_size, c.num_envs, c.num_turns = "ppo", 1, 16, 3
@@ -305,10 +304,11 @@ def test_the_textarena_config_trains_through_the_bridge():
     from jaxmarl_llm.run.cli import load_config_file
     from jaxmarl_llm.train import lm_rl
     from jaxmarl_llm.train.config import validate_lm_rl
+    from tiny_configs import TINY_MODEL
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     c = load_config_file(os.path.join(root, "configs", "textarena_tic_tac_toe.py"))
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.model.update(TINY_MODEL)
     c.num_envs, c.total_episodes, c.mesh.num_devices = 4, 8, 1
     validate_lm_rl(c)
     trainer = lm_rl.make_train(c)

@@ -9,8 +9,9 @@ from test_lm_rl import CharClassGame
 from jaxmarl_llm.algos import lm_objective
 from jaxmarl_llm.algos.lm_objective import ALGORITHMS, Algorithm, EstimatorInput
 from jaxmarl_llm.train import lm_rl
-from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
+from jaxmarl_llm.train.config import ConfigError, validate_lm_rl
 from jaxmarl_llm.train.lm.setup import build_tokenizer
+from tiny_configs import tiny_lm_rl
 
 
 def _rewards(t=3, n=8, a=2, seed=0):
@@ -82,11 +83,8 @@ def median_baseline(x: EstimatorInput, hp, state):
 
 def _tiny_config(group_size: int):
     """A one-layer model on CharClassGame's one-turn episodes: 8 envs, 2 updates."""
-    c = lm_rl_defaults()
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c = tiny_lm_rl()  # the env is passed to make_train
     c.num_envs, c.group_size, c.num_turns, c.total_episodes, c.lr = 8, group_size, 1, 16, 1e-2
-    c.mesh.num_devices = 1
     return c
 
 

@@ -141,18 +141,15 @@ def test_the_candidate_mask_is_the_live_games_in_the_union(env):
 
 def _mixture_trainer():
     from jaxmarl_llm.train import lm_rl
-    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+    from jaxmarl_llm.train.config import validate_lm_rl
+    from tiny_configs import tiny_lm_rl
 
-    c = lm_rl_defaults()
-    c.env_name, c.tokenizer, c.env_kwargs = "text/mixture", "word", KWARGS
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c = tiny_lm_rl("text/mixture", "word", env_kwargs=KWARGS)
     c.policy.actions = "constrained"
     c.share_policy = True
     c.algo, c.group_size, c.num_envs, c.num_turns, c.lr, c.ent_coef = "ppo", 1, 6, 9, 3e-2, 0.05
     c.in_graph_eval.update(every=1, episodes=4, opponents=("random",))
     c.run.transcripts_every = 0
-    c.mesh.num_devices = 1
     validate_lm_rl(c)
     return lm_rl.make_train(c)
 
@@ -210,9 +207,10 @@ def test_each_game_is_evaluated_alone_against_the_opponents_it_has(env, monkeypa
     from jaxmarl_llm.evaluation import per_game, play
     from jaxmarl_llm.policies.lm_policy import build_model, make_policy
     from jaxmarl_llm.train.config import lm_rl_defaults
+    from tiny_configs import TINY_MODEL
 
     c = lm_rl_defaults()
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.model.update(TINY_MODEL)
     cfg, _ = build_model(c.model, env.tokenizer, 0)
     policy = make_policy(cfg, c.lora, c.sampling, env.tokenizer, env.max_action_tokens, "constrained",
                          env.action_candidates)
@@ -335,21 +333,16 @@ def test_a_one_seat_task_beside_a_two_seat_game_plays_as_alone(mixed, game):
 
 
 def _mixed_config(**kw):
-    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+    from jaxmarl_llm.train.config import validate_lm_rl
     from jaxmarl_llm.tokenizers import GAMES_BPE
+    from tiny_configs import apply_fields, tiny_lm_rl
 
-    c = lm_rl_defaults()
-    c.env_name, c.tokenizer, c.env_kwargs = "text/mixture", GAMES_BPE, MIXED
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
-                   max_position_embeddings=128)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c = tiny_lm_rl("text/mixture", GAMES_BPE, env_kwargs=MIXED, model={"max_position_embeddings": 128})
     c.share_policy = True
     c.algo, c.group_size, c.num_envs, c.num_turns, c.lr, c.ent_coef = "ppo", 1, 8, 9, 3e-2, 0.05
     c.in_graph_eval.update(every=1, episodes=4, opponents=("random",))
     c.run.transcripts_every = 0
-    c.mesh.num_devices = 1
-    for k, v in kw.items():
-        c[k].update(v) if isinstance(v, dict) else c.__setitem__(k, v)
+    apply_fields(c, kw)
     validate_lm_rl(c)
     return c
 

@@ -10,21 +10,18 @@ from jaxmarl_llm.tokenizers import GAMES_BPE
 
 def _trainer():
     from jaxmarl_llm.train import lm_rl
-    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+    from jaxmarl_llm.train.config import validate_lm_rl
+    from tiny_configs import tiny_lm_rl
 
-    c = lm_rl_defaults()
-    c.env_name, c.tokenizer = "text/mixture", GAMES_BPE
-    c.env_kwargs = {"games": ("text/calculator", "host/code"), "weights": (1.0, 1.0),
-                    "game_kwargs": {"calculator": {"digits": 2, "call_credit": 0.5},
-                                    "code": {"max_action_tokens": 24, "capacity": 384, "workers": 2}}}
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
-                   max_position_embeddings=416)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c = tiny_lm_rl("text/mixture", GAMES_BPE,
+                   env_kwargs={"games": ("text/calculator", "host/code"), "weights": (1.0, 1.0),
+                               "game_kwargs": {"calculator": {"digits": 2, "call_credit": 0.5},
+                                               "code": {"max_action_tokens": 24, "capacity": 384, "workers": 2}}},
+                   model={"max_position_embeddings": 416})
     c.policy.actions = "free"
     c.algo, c.group_size, c.num_envs, c.num_turns, c.lr = "ppo", 1, 8, 3, 1e-2
     c.in_graph_eval.update(every=1, episodes=4, opponents=("random",))
     c.run.transcripts_every = 0
-    c.mesh.num_devices = 1
     validate_lm_rl(c)
     return lm_rl.make_train(c)
 

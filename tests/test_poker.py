@@ -149,16 +149,13 @@ def test_replies_parse_and_a_bad_one_loses_two_chips():
 
 def _kuhn_trainer(**kw):
     from jaxmarl_llm.train import lm_rl
-    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+    from jaxmarl_llm.train.config import validate_lm_rl
+    from tiny_configs import tiny_lm_rl
 
-    c = lm_rl_defaults()
-    c.env_name, c.tokenizer, c.env_kwargs = "text/kuhn_poker", "word", {}
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c = tiny_lm_rl("text/kuhn_poker", "word", env_kwargs={})
     c.policy.actions = "constrained"
     c.algo, c.group_size, c.num_envs, c.num_turns, c.lr, c.ent_coef = "ppo", 1, 8, 3, 3e-2, 0.05
     c.in_graph_eval.update(every=1, episodes=8, opponents=("random", "equilibrium"))
-    c.mesh.num_devices = 1
     c.update(kw)
     validate_lm_rl(c)
     return lm_rl.make_train(c)
@@ -240,6 +237,7 @@ def test_the_average_policy_in_the_update_equals_the_average_taken_outside(start
 def test_an_average_policy_needs_a_game_tree_and_an_evaluation():
     from jaxmarl_llm.train import lm_rl
     from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
+    from tiny_configs import TINY_MODEL
 
     with pytest.raises(ConfigError, match="in_graph_eval.average: must be one of"):
         _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("random",), "seed": 0,
@@ -252,7 +250,7 @@ def test_an_average_policy_needs_a_game_tree_and_an_evaluation():
                                      "average": "uniform", "average_from": -5})
     c = lm_rl_defaults()
     c.env_name, c.tokenizer = "text/tic_tac_toe", "word"
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.model.update(TINY_MODEL)
     c.in_graph_eval.update(every=1, episodes=8, average="uniform")
     c.mesh.num_devices = 1
     validate_lm_rl(c)

@@ -22,6 +22,7 @@ from jaxmarl_llm.run.runner import RUN_OUTPUTS
 from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, sft_defaults,
                                       validate_mlp_ppo)
 from test_run_safety import SPREAD_MLP, _cli, _one_line_error, _run_config, _snapshot, _train
+from tiny_configs import TINY_MODEL
 
 LR = 1e-3  # spread_mlp's
 
@@ -163,7 +164,7 @@ def test_every_trainer_has_resume_force_off(defaults):
 
 
 def _tiny_model(path: str, seed: int) -> str:
-    cfg = tiny("qwen3", num_layers=1, hidden_size=32, intermediate_size=64, num_heads=2, num_kv_heads=1, head_dim=16)
+    cfg = tiny("qwen3", **TINY_MODEL)
     hf.save_pretrained(path, cfg, transformer.init_params(cfg, jax.random.PRNGKey(seed)))
     return path
 

@@ -24,6 +24,7 @@ from jaxmarl_llm.run.metrics_log import MetricsLog, read_csv
 from jaxmarl_llm.run.runner import run_training
 from jaxmarl_llm.train.config import (ConfigError, dpo_defaults, lm_rl_defaults, mlp_ppo_defaults, parse_resume,
                                       sft_defaults, validate_dpo, validate_lm_rl, validate_mlp_ppo, validate_sft)
+from tiny_configs import TINY_MODEL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "experiments", "train.py")
@@ -273,7 +274,7 @@ def sharded(tmp_path_factory):
     from safetensors.numpy import load_file, save_file
 
     path = str(tmp_path_factory.mktemp("sharded"))
-    cfg = tiny("qwen3", num_layers=1, hidden_size=32, intermediate_size=64, num_heads=2, num_kv_heads=1, head_dim=16)
+    cfg = tiny("qwen3", **TINY_MODEL)
     hf.save_pretrained(path, cfg, transformer.init_params(cfg, jax.random.PRNGKey(0)))
     tensors = load_file(os.path.join(path, "model.safetensors"))
     os.remove(os.path.join(path, "model.safetensors"))
@@ -333,7 +334,7 @@ def test_cli_reports_a_checkpoint_error_in_one_line(capsys):
 def single(tmp_path_factory):
     """A tiny model folder: config.json + model.safetensors."""
     path = str(tmp_path_factory.mktemp("single"))
-    cfg = tiny("qwen3", num_layers=1, hidden_size=32, intermediate_size=64, num_heads=2, num_kv_heads=1, head_dim=16)
+    cfg = tiny("qwen3", **TINY_MODEL)
     hf.save_pretrained(path, cfg, transformer.init_params(cfg, jax.random.PRNGKey(0)))
     return path
 

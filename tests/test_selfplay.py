@@ -15,25 +15,17 @@ import numpy as np
 import pytest
 
 from jaxmarl_llm.train import lm_rl
-from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
+from jaxmarl_llm.train.config import ConfigError, validate_lm_rl
+from tiny_configs import apply_fields, tiny_lm_rl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config(**kw):
-    c = lm_rl_defaults()
-    c.env_name = "text/tic_tac_toe"
-    c.env_kwargs = {"capacity": 320, "max_action_tokens": 8}
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c = tiny_lm_rl("text/tic_tac_toe", env_kwargs={"capacity": 320, "max_action_tokens": 8})
     c.algo, c.group_size, c.num_envs, c.num_turns = "ppo", 1, 4, 3
     c.ent_coef, c.lr = 0.05, 1e-2
-    c.mesh.num_devices = 1
-    for k, v in kw.items():
-        if isinstance(v, dict):
-            c[k].update(v)
-        else:
-            c[k] = v
+    apply_fields(c, kw)
     validate_lm_rl(c)
     return c
 

@@ -27,14 +27,14 @@ from jaxmarl_llm.train import lm_rl, sft
 from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, sft_defaults, validate_sft
 from killing import Killed, assert_resumed_identically, dying_after
 from jaxmarl_llm.data.teachers import binary_search, greedy_splitter, minimax_selfplay
+from tiny_configs import TINY_MODEL
 
 
 def _config(out_dir="runs/test_sft", **kw):
     c = sft_defaults()
     c.env_kwargs = {"capacity": 192, "max_action_tokens": 12, "max_turns": 2}  # prompt 146 + 2 x 22
     c.num_turns = 2
-    c.model.update({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1,
-                    "head_dim": 16, "max_position_embeddings": 256, "init_std": 0.02})
+    c.model.update(TINY_MODEL, max_position_embeddings=256, init_std=0.02)
     c.num_envs, c.total_episodes, c.lr, c.warmup_updates = 16, 16 * 60, 1e-2, 5
     c.mesh.num_devices = 1
     c.run.out_dir, c.run.updates_per_chunk, c.run.checkpoint_every = str(out_dir), 2, 1

@@ -132,15 +132,13 @@ def lm(request):
     """A tiny LM (random weights, adapters moved off zero) on tic-tac-toe's position-only prompts: in free text (its
     replies do not parse: every game lost) and constrained to the legal moves (every reply a move)."""
     from jaxmarl_llm.train import lm_rl
-    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+    from jaxmarl_llm.train.config import validate_lm_rl
+    from tiny_configs import tiny_lm_rl
 
-    c = lm_rl_defaults()
-    c.env_name, c.tokenizer = "text/tic_tac_toe", "jaxmarl_llm/assets/games_bpe"
-    c.env_kwargs = {"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False, "exact": False}
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
-                   max_position_embeddings=64)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
-    c.mesh.num_devices = 1
+    c = tiny_lm_rl("text/tic_tac_toe", "jaxmarl_llm/assets/games_bpe",
+                   env_kwargs={"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False,
+                               "exact": False},
+                   model={"max_position_embeddings": 64})
     c.policy.actions = request.param
     validate_lm_rl(c)
     trainer = lm_rl.make_train(c)
@@ -210,18 +208,15 @@ def test_a_run_logs_the_exact_rates_of_its_updated_adapters():
     """in_graph_eval.exact: the update's eval/exact_* are the host computation's for the adapters it ends with;
     refused with one line where positions are not observations."""
     from jaxmarl_llm.train import lm_rl
-    from jaxmarl_llm.train.config import ConfigError, lm_rl_defaults, validate_lm_rl
+    from jaxmarl_llm.train.config import ConfigError, validate_lm_rl
+    from tiny_configs import tiny_lm_rl
 
-    c = lm_rl_defaults()
-    c.env_name, c.tokenizer = "text/tic_tac_toe", "jaxmarl_llm/assets/games_bpe"
-    c.env_kwargs = {"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False}
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
-                   max_position_embeddings=64)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c = tiny_lm_rl("text/tic_tac_toe", "jaxmarl_llm/assets/games_bpe",
+                   env_kwargs={"capacity": 40, "max_action_tokens": 8, "board": "grid", "history": False},
+                   model={"max_position_embeddings": 64})
     c.policy.actions, c.algo, c.group_size, c.num_envs, c.num_turns, c.lr = "constrained", "ppo", 1, 4, 9, 5e-2
     c.share_policy = False
     c.in_graph_eval.update(every=1, episodes=4, exact=True)
-    c.mesh.num_devices = 1
     validate_lm_rl(c)
     trainer = lm_rl.make_train(c)
     state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
