@@ -2,6 +2,10 @@
 games, the minimax player's guarantees, and the moves a greedy LM makes in real matches from the same positions."""
 
 import itertools
+import os
+import re
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -125,6 +129,25 @@ def test_a_player_that_wins_then_blocks_scores_one_and_one_that_never_blocks_zer
         assert exact.tactics(blind, seat)["take_win"] == pytest.approx(1.0)
     # minimax never lets minimax threaten a line it can complete: no such position is reached, nan, not 0
     assert np.isnan(exact.tactics(ttt.minimax_table(), 0, "minimax")["take_win"])
+    # sharpened: the uniform player made the tactician where it moves, and nothing else changed
+    uniform = _uniform_table()
+    for seat in (0, 1):
+        at = boards[(mover == seat) & ~ended] @ ttt.POW3
+        others = boards[(mover != seat) & ~ended] @ ttt.POW3
+        made = exact.sharpened(uniform, seat)
+        np.testing.assert_allclose(made[at], sharp[at])
+        np.testing.assert_allclose(made[others], uniform[others])
+        np.testing.assert_allclose(exact.sharpened(uniform, seat, take_win=False, block=False), uniform)
+        assert exact.exact_rates(made, seat, "random")["loss"] < exact.exact_rates(uniform, seat, "random")["loss"]
+
+
+def test_the_minimax_player_sharpened_is_still_optimal():
+    """An immediate win, and the block of a single threat, are always among the optimal moves: making them certain
+    keeps the minimax player from ever losing, in either seat."""
+    for seat in (0, 1):
+        made = exact.sharpened(ttt.minimax_table(), seat)
+        assert exact.exact_rates(made, seat, "random")["loss"] == pytest.approx(0.0, abs=1e-12)
+        assert exact.exact_rates(made, seat, "minimax") == pytest.approx({"win": 0.0, "draw": 1.0, "loss": 0.0})
 
 
 @pytest.fixture(scope="module", params=["free", "constrained"])
@@ -231,3 +254,24 @@ def test_a_run_logs_the_exact_rates_of_its_updated_adapters():
     c.env_kwargs = {**c.env_kwargs, "history": True, "capacity": 320}
     with pytest.raises(ConfigError, match="config.in_graph_eval.exact: text/tic_tac_toe is not tic-tac-toe with"):
         lm_rl.make_train(c)
+
+
+def test_eval_exact_prints_each_seats_rates_tactics_and_what_its_misses_cost(tmp_path):
+    """experiments/eval.py --exact on the tiny model constrained to legal moves: each seat's exact rates, its
+    tactics and its loss with them made perfect, and the overall rates the mean of the seats'."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tiny = [f"--config.model.{k}={v}" for k, v in (("num_layers", 1), ("hidden_size", 32), ("intermediate_size", 64))]
+    out = subprocess.run([sys.executable, os.path.join(root, "experiments", "eval.py"),
+                          f"--config={root}/configs/tic_tac_toe.py:scratch", "--exact", "--config.mesh.num_devices=1",
+                          *tiny], capture_output=True, text=True, timeout=600, cwd=str(tmp_path),
+                         env={**os.environ, "XLA_FLAGS": "", "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    seat_loss = [float(x) for x in re.findall(r"seat \d \(\w\) vs random, exact: .* loss ([\d.]+)", out.stdout)]
+    overall = re.search(r"overall vs random \(half per seat\), exact: .* loss ([\d.]+)", out.stdout)
+    tactic_lines = re.findall(r"blocks ([\d.]+) .* completes its line ([\d.]+) .* with every win taken ([\d.]+), "
+                              r"with every block made ([\d.]+), with both ([\d.]+)", out.stdout)
+    assert len(seat_loss) == 2 and len(tactic_lines) == 2, out.stdout
+    assert float(overall.group(1)) == pytest.approx(sum(seat_loss) / 2, abs=1e-4)
+    for loss, (block, take, *cost) in zip(seat_loss, tactic_lines):
+        assert 0 < float(block) < 1 and 0 < float(take) < 1  # a random model neither always nor never does either
+        assert float(cost[-1]) < loss  # both tactics made perfect lose less than the model does

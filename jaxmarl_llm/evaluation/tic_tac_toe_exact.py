@@ -4,6 +4,7 @@
     rates = exact_rates(table, seat=1, opponent="random")     # {"win", "draw", "loss"}: exact, not estimated
     rows = blunders(table, seat=1)                            # where the move gives away value, by how often
     skill = tactics(table, seat=1, opponent="random")         # {"block", "take_win"}: shares of the forced moves
+    cost = exact_rates(sharpened(table, seat=1), 1, "random")  # what it would lose with those made perfect
     metrics = in_graph(env, policy)(base, seat_loras)         # the same rates inside jit (the in-graph evaluation)
 
 With observations that are the position alone (`history=False`), a greedy LM is a function from boards to
@@ -196,6 +197,24 @@ def tactics(table: np.ndarray, seat: int, opponent: str = "random") -> dict[str,
     boards, _, mover, _, _, opp = _tree()
     mine = _probs(table)[boards @ ttt.POW3]
     return {k: float(v) for k, v in _tactics(np.where((mover == seat)[:, None], mine, opp[opponent]), seat).items()}
+
+
+def sharpened(table: np.ndarray, seat: int, take_win: bool = True, block: bool = True) -> np.ndarray:
+    """[3**9, 9] move probabilities: `table` with `seat`'s one-move tactics made perfect, so that `exact_rates` of
+    the result says what its misses cost: where it can complete a line it does (take_win), else where the other
+    threatens one it takes a threatened cell (block; uniform among several), elsewhere its own move."""
+    out = _probs(table).copy()
+    boards, _, mover, _, ended, _ = _tree()
+    finish = _finishing_cells()
+    for board, m, over, f in zip(boards, mover, ended, finish):
+        if over or m != seat:
+            continue
+        row = f[seat] if take_win and f[seat].any() else None
+        if row is None and block and f[1 - seat].any() and not f[seat].any():
+            row = f[1 - seat]
+        if row is not None:
+            out[int(board @ ttt.POW3)] = row / row.sum()
+    return out
 
 
 def in_graph(env, policy, batch: int = 512):

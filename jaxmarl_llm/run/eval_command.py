@@ -232,8 +232,11 @@ def run_exact(trainer, run_dir: str) -> None:
             print(f"seat {seat} ({env.agents[seat]}) vs {opp}, exact: "
                   + ", ".join(f"{k} {v:.4f}" for k, v in rates.items()))
         skill = exact.tactics(table, seat)
+        cost = [exact.exact_rates(exact.sharpened(table, seat, win, block), seat, "random")["loss"]
+                for win, block in ((True, False), (False, True), (True, True))]
         print(f"  against random: blocks {skill['block']:.4f} of the threats it must block, completes its line "
-              f"{skill['take_win']:.4f} of the times it can")
+              f"{skill['take_win']:.4f} of the times it can; its loss with every win taken {cost[0]:.4f}, "
+              f"with every block made {cost[1]:.4f}, with both {cost[2]:.4f}")
         worst = exact.blunders(table, seat)
         print(f"  {len(worst)} positions where its move is not optimal; most reached against random:")
         for row in worst[:5]:
