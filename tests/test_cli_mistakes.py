@@ -138,7 +138,7 @@ CASES = [
      r"checkpoint .*/run/checkpoints/10 does not fit this config's runner state \(saved -> now\): "
      r"trainable\.lora\..*: <absent> -> \(1, 2, ", "run"),
     case("eval: an unknown opponent", "eval", [f"--config={TTT}", "--opponent=nobody"],
-     r"--opponent='nobody': expected random, minimax, equilibrium, best_response, base, self or a run directory", "base"),
+     r"--opponent='nobody': expected random, minimax, tactician, equilibrium, best_response, base, self or a run directory", "base"),
     case("eval: a built-in player the game does not have", "eval", [f"--config={TTT}", "--opponent=equilibrium"],
      r"--opponent='equilibrium': TicTacToe's built-in players are random, minimax; or base, self or a run "
      r"directory", "base"),

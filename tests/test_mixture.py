@@ -295,7 +295,7 @@ def test_a_one_seat_task_beside_a_two_seat_game_plays_as_alone(mixed, game):
     seat 0 and an empty seat 1 (no transcript, never active, reward 0, terminated, every info value 0, its game flag
     off); an episode of the game is the game alone."""
     env, sub = mixed, mixed.games[game]
-    assert env.num_agents == 2 and env.seats == (2, 1) and env.builtin_players == ("random", "minimax")
+    assert env.num_agents == 2 and env.seats == (2, 1) and env.builtin_players == ("random", "minimax", "tactician")
     a, cap, pad = sub.num_agents, sub.capacity, env.codec.pad_id
     m_reset, m_step, s_reset, s_step = jax.jit(env.reset), jax.jit(env.step), jax.jit(sub.reset), jax.jit(sub.step)
     s_random, m_opp = jax.jit(sub.random_action), jax.jit(lambda k, s: env.opponent_action(k, s, "random"))

@@ -275,3 +275,25 @@ def test_eval_exact_prints_each_seats_rates_tactics_and_what_its_misses_cost(tmp
     for loss, (block, take, *cost) in zip(seat_loss, tactic_lines):
         assert 0 < float(block) < 1 and 0 < float(take) < 1  # a random model neither always nor never does either
         assert float(cost[-1]) < loss  # both tactics made perfect lose less than the model does
+
+
+def test_the_tactician_in_the_env_plays_what_the_exact_evaluation_assumes():
+    """envs/text/tic_tac_toe's tactician (jitted, what the league and evaluation matches play) chooses, at every
+    reachable position, exactly the cells of the host model the exact rates use; its own tactics are perfect."""
+    boards, _, mover, _, ended, opp = exact._tree()
+    live = ~ended
+    marks = np.where(mover == 0, ttt.X, ttt.O)
+    moves = jax.jit(jax.vmap(ttt.tactician_moves))(jnp.asarray(boards[live]), jnp.asarray(marks[live]))
+    np.testing.assert_array_equal(np.asarray(moves), opp["tactician"][live] > 0)
+    finish = jax.jit(jax.vmap(ttt.finishing_cells, in_axes=(0, None)))
+    for seat, mark in enumerate((ttt.X, ttt.O)):
+        np.testing.assert_array_equal(np.asarray(finish(jnp.asarray(boards), mark)), exact._finishing_cells()[:, seat])
+    table = np.zeros((ttt.NUM_BOARDS, 9))
+    table[boards @ ttt.POW3] = opp["tactician"]
+    for seat in (0, 1):
+        assert exact.tactics(table, seat) == pytest.approx({"block": 1.0, "take_win": 1.0})
+        # it loses to minimax sometimes (it does not see forks) and to random less than random play does
+        assert exact.exact_rates(table, seat, "minimax")["loss"] > 0
+        assert exact.exact_rates(table, seat, "random")["loss"] < exact.exact_rates(_uniform_table(), seat, "random")["loss"]
+    # the minimax player never loses to it
+    assert all(exact.exact_rates(ttt.minimax_table(), s, "tactician")["loss"] == pytest.approx(0, abs=1e-12) for s in (0, 1))

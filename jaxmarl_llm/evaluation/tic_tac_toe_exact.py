@@ -26,7 +26,7 @@ import numpy as np
 from jaxmarl_llm.envs.text import tic_tac_toe as ttt
 from jaxmarl_llm.evaluation.play import with_temperature
 
-OPPONENTS = ("random", "minimax")
+OPPONENTS = ("random", "minimax", "tactician")
 
 
 _MARKS = (ttt.X, ttt.O)  # seat -> its mark
@@ -219,7 +219,7 @@ def sharpened(table: np.ndarray, seat: int, take_win: bool = True, block: bool =
 
 def in_graph(env, policy, batch: int = 512):
     """fn(base, seat_loras) -> {"exact_<opp>_<win|draw|loss>", "exact_<opp>_seat<s>_<...>": []}, jittable: the
-    greedy policy's exact rates (seat s acting with seat_loras[s]) against random and minimax, half per seat, as
+    greedy policy's exact rates (seat s acting with seat_loras[s]) against each of OPPONENTS, half per seat, as
     `exact_rates(greedy_table(...))` computes them on the host, and each seat's `tactics`
     ("exact_<opp>_seat<s>_block", "..._take_win"); the game tree's backward induction in arrays."""
     boards, child, mover, _, ended, opp = _tree()
@@ -268,6 +268,14 @@ def _opponent(board, kind: str) -> np.ndarray:
     legal = np.asarray([c == 0 for c in board], np.float64)
     if kind == "minimax":
         legal = ttt.minimax_table()[int(np.dot(board, ttt.POW3))].astype(np.float64)
+    elif kind == "tactician":  # its own line, else the other's, else any cell (envs/text/tic_tac_toe.py)
+        mark = _MARKS[_mover(board)]
+        for m in (mark, ttt.O if mark == ttt.X else ttt.X):
+            done = [c for line in ttt.LINES for c in line
+                    if board[c] == 0 and sum(board[k] == m for k in line) == 2]
+            if done:
+                legal = np.isin(np.arange(9), done).astype(np.float64)
+                break
     return legal / legal.sum()
 
 

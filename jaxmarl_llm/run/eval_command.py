@@ -24,9 +24,9 @@ checkpoint's latest state or, without --checkpoint, of the starting model (updat
         --config.model.checkpoint=runs/sft_twenty_questions_answerer/model --heldout
 
 --exact (tic-tac-toe with `history=False`) reads the greedy player's move at every position of each seat and
-computes its win / draw / loss rates against random and minimax exactly, over the opponents' choices (no
-sampled games: 200 games per seat estimate a 10% loss rate to +-2 points), and lists the positions where its
-move is not optimal, most reached first (jaxmarl_llm/evaluation/tic_tac_toe_exact.py):
+computes its win / draw / loss rates against random, minimax and the tactician exactly, over the opponents'
+choices (no sampled games: 200 games per seat estimate a 10% loss rate to +-2 points), its one-move tactics, and
+lists the positions where its move is not optimal, most reached first (jaxmarl_llm/evaluation/tic_tac_toe_exact.py):
 
     python experiments/eval.py --config=configs/free_tic_tac_toe.py --checkpoint=runs/free_tic_tac_toe --exact
 
@@ -72,8 +72,8 @@ _SEED = flags.DEFINE_integer("seed", 0, "Seed of resets, sampling and the script
 _HELDOUT = flags.DEFINE_bool("heldout", False, "The run's own greedy held-out evaluation (as eval_episodes after "
                              "training) of --checkpoint, or of the starting model without one; no matches.")
 _EXACT = flags.DEFINE_bool("exact", False, "Tic-tac-toe with history=False: the greedy player's exact win / draw / "
-                           "loss rates per seat against random and minimax (every position's move, no sampled games) "
-                           "and the positions where its move is not optimal, most reached first.")
+                           "loss rates per seat against random, minimax and the tactician (every position's move, no "
+                           "sampled games) and the positions where its move is not optimal, most reached first.")
 _CROSS_PLAY = flags.DEFINE_bool("cross_play", False, "Every pair among --checkpoint's opponent-pool snapshots, its "
                                 "learner and the game's built-in players, --episodes games each; Elo ratings; "
                                 "cross_play.csv, cross_play.png, ratings.csv in the run directory.")
@@ -213,7 +213,7 @@ def checkpoint_players(trainer, run_dir: str, slot: int) -> tuple[list[play.Play
 
 
 def run_exact(trainer, run_dir: str) -> None:
-    """--exact: the greedy player's exact rates in each seat against random and minimax, and its worst moves."""
+    """--exact: the greedy player's exact rates in each seat against each built-in player, and its worst moves."""
     from jaxmarl_llm.envs.text.tic_tac_toe import TicTacToe
     from jaxmarl_llm.evaluation import tic_tac_toe_exact as exact
 

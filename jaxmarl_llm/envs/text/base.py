@@ -24,7 +24,8 @@ from jaxmarl_llm.tokenizers import CharTokenizer
 
 # the built-in players a game may offer through `opponent_action(key, state, kind)`: scripted seats, league
 # opponents and evaluation matches choose among these
-BUILTIN_PLAYERS = ("random", "minimax", "equilibrium", "best_response")  # minimax: tic-tac-toe; the others: poker
+# minimax, tactician: tic-tac-toe; the others: poker
+BUILTIN_PLAYERS = ("random", "minimax", "tactician", "equilibrium", "best_response")
 
 # info[TOKEN_REWARD] [A, M] float (optional): the part of a step's reward that the env pays to each token of the
 # agent's reply (a calculator call's digits, each paid for itself), already counted in `reward`; token-level

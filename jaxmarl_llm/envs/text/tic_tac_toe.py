@@ -25,7 +25,7 @@ False): the trainer re-reads each one, which at this length is cheap.
 `exact=True` refuses a reply with anything besides `Move: N` (an RL policy in free text would otherwise pad its
 replies with noise an entropy bonus pays for: configs/free_tic_tac_toe.py).
 
-`opponent_action(key, state, "random" | "minimax")` gives built-in evaluation
+`opponent_action(key, state, "random" | "minimax" | "tactician")` gives built-in evaluation
 opponents; minimax is exact (a table over every position, solved at import).
 Board pictures for all 3**9 boards are encoded once when the env is built.
 """
@@ -71,6 +71,22 @@ def legal_moves(board: jax.Array) -> jax.Array:
     """bool[9]: empty cells while nobody has won (no moves in a finished game)."""
     over = (winner(board) != 0) | jnp.all(board != EMPTY)
     return (board == EMPTY) & ~over
+
+
+def finishing_cells(board: jax.Array, mark) -> jax.Array:
+    """bool[9]: the empty cells where `mark` would complete a line (two of its marks and the empty third)."""
+    cells = board[LINES]  # [8, 3]
+    two = jnp.sum(cells == mark, axis=-1) == 2  # [8]
+    hit = two[:, None] & (cells == EMPTY)  # [8, 3]: the open third of each such line
+    return jnp.zeros((9,), bool).at[LINES.reshape(-1)].max(hit.reshape(-1))
+
+
+def tactician_moves(board: jax.Array, mark) -> jax.Array:
+    """bool[9]: the one-move tactician's choices for `mark`: complete its own line if it can, else block the
+    other's, else any legal cell."""
+    other = jnp.where(mark == X, O, X)
+    win, block, legal = finishing_cells(board, mark), finishing_cells(board, other), legal_moves(board)
+    return jnp.where(win.any(), win, jnp.where(block.any(), block, legal)) & legal
 
 
 def board_code(board: jax.Array) -> jax.Array:
@@ -272,16 +288,20 @@ class TicTacToe(TextEnv):
         actor = jnp.arange(2) == state.mover
         return self.make_action(self.moves, jnp.broadcast_to(cell, (2,)), actor)
 
-    builtin_players = ("random", "minimax")  # the kinds `opponent_action` plays
+    builtin_players = ("random", "minimax", "tactician")  # the kinds `opponent_action` plays
 
     def opponent_action(self, key, state, kind: str = "minimax") -> TextAction:
-        """A built-in player for the seat to move: 'random' (uniform legal) or 'minimax' (optimal, random tie-break)."""
+        """A built-in player for the seat to move: 'random' (uniform legal), 'minimax' (optimal, random
+        tie-break) or 'tactician' (completes its line, else blocks the other's, else random: a missed win or
+        block against it costs at once, as against minimax, from the varied positions of random play)."""
         if kind == "random":
             mask = legal_moves(state.board)
         elif kind == "minimax":
             mask = self.best[board_code(state.board)]
+        elif kind == "tactician":
+            mask = tactician_moves(state.board, jnp.where(state.mover == 0, X, O))
         else:
-            raise ValueError(f"opponent kind must be 'random' or 'minimax', got {kind!r}")
+            raise ValueError(f"opponent kind must be one of {', '.join(self.builtin_players)}, got {kind!r}")
         mask = jnp.where(mask.any(), mask, True)  # finished board: any (ignored) move
         cell = sample_uniform(key, mask)
         return self.move_action(state, cell)

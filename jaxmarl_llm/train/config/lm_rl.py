@@ -108,11 +108,11 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # agent index -> the game's built-in player ("random" | "minimax"), e.g. "1:minimax"; never trained
     c.scripted_agents = ""
     # self-play against P frozen snapshots of the learner (0 = off); the oldest is replaced every K updates.
-    # random / minimax: the share of groups whose opponent is that built-in player instead of a snapshot (a
-    # league: the rest, 1 - random - minimax, face snapshots)
+    # random / minimax / tactician / equilibrium: the share of groups whose opponent is that built-in player instead
+    # of a snapshot (a league: the rest face snapshots)
     # seat_weights: how often the learner takes each seat, e.g. (1, 2): O in two games of three (() = uniform)
     c.opponent_pool = ml_collections.ConfigDict({"size": 0, "refresh_every": 10, "random": 0.0, "minimax": 0.0,
-                                                 "equilibrium": 0.0,
+                                                 "tactician": 0.0, "equilibrium": 0.0,
                                                  "seat_weights": ()})
     c.seed = 0
     c.num_envs = 16  # episodes per update
