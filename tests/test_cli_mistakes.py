@@ -140,8 +140,8 @@ CASES = [
     case("eval: an unknown opponent", "eval", [f"--config={TTT}", "--opponent=nobody"],
      r"--opponent='nobody': expected random, minimax, tactician, equilibrium, best_response, base, self or a run directory", "base"),
     case("eval: a built-in player the game does not have", "eval", [f"--config={TTT}", "--opponent=equilibrium"],
-     r"--opponent='equilibrium': TicTacToe's built-in players are random, minimax; or base, self or a run "
-     r"directory", "base"),
+     r"--opponent='equilibrium': TicTacToe's built-in players are random, minimax, tactician; or base, self or a "
+     r"run directory", "base"),
     case("eval: cross-play of a run without an opponent pool", "eval",
      [f"--config={KUHN}", "--checkpoint={run_one}", "--cross_play"],
      r"--cross_play: .*/kuhn_poker\.py trains without an opponent pool \(config\.opponent_pool\.size=0\) and the "
@@ -158,7 +158,8 @@ CASES = [
     case("collect: an output file in a missing folder", "collect", [f"--config={TTT}", "--out={missing}/x.jsonl"],
      r"--out=.*/missing/x\.jsonl: no folder .*/missing", "base"),
     case("collect: an unknown player", "collect", [f"--config={TTT}", "--player=nobody", "--out={base}/x.jsonl"],
-     r"--player='nobody': expected lm, expert or one of text/tic_tac_toe's built-in players \(random, minimax; ",
+     r"--player='nobody': expected lm, expert or one of text/tic_tac_toe's built-in players "
+     r"\(random, minimax, tactician; ",
      "base"),
     case("collect: a checkpoint that is not the player", "collect",
      [f"--config={TTT}", "--checkpoint={run}", "--player=random", "--out={base}/x.jsonl"],

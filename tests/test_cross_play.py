@@ -182,11 +182,12 @@ def test_eval_cross_play_writes_the_table_and_ratings(tiny, tmp_path):
                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
                          env={**os.environ, "PYTHONPATH": ROOT})
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "cross-play of learner, snap@2, snap@0, ckpt@3, random, minimax: 4 games per pair" in out.stdout, out.stdout
+    players = "learner, snap@2, snap@0, ckpt@3, random, minimax, tactician"
+    assert f"cross-play of {players}: 4 games per pair" in out.stdout, out.stdout
     assert set(os.listdir(run_dir)) >= {"cross_play.csv", "cross_play.png", "ratings.csv"}
     with open(os.path.join(run_dir, "cross_play.csv")) as f:
         rows = list(csv.DictReader(f))
-    names = {"learner", "snap@2", "snap@0", "ckpt@3", "random", "minimax"}
+    names = {"learner", "snap@2", "snap@0", "ckpt@3", "random", "minimax", "tactician"}
     assert {(r["player"], r["opponent"]) for r in rows} == {(a, b) for a in names for b in names if a != b}
     assert all(r["games"] == "4" and r["win"] != "" for r in rows)
     with open(os.path.join(run_dir, "ratings.csv")) as f:
