@@ -20,8 +20,8 @@ as a checkpoint's tokenizer is. `--config.model.checkpoint=<HF folder>
 Measured exactly (every position's greedy move, `eval.py ... --exact`; AMD EPYC, 2 shared cores): the warm start
 loses 41.1% against random and draws 26.3% against minimax (random play: 43.7%, 12.7%); RL to update 3000 (~56
 min): 6.16% and 5.95% losses (seeds 0, 1; as O 12.1%, 11.1%), 89.4% and 91.6% draws; with X and O each their own
-adapter (`--config.share_policy=False`) 6.19% and 4.71%, 89.4% and 94.0% (docs/results.md, "Free text from a
-format-only warm start").
+adapter (`--config.share_policy=False`) 6.19%, 4.71% and 5.88% (seeds 0-2), 89.4%, 94.0% and 93.3%; O's misses of
+an immediate win or block are the gap (docs/results.md, "Free text from a format-only warm start").
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults
