@@ -118,10 +118,8 @@ def _tree():
     return np.asarray(boards, np.int32), child, mover, outcome, ended, opp
 
 
-@functools.lru_cache(maxsize=None)
-def _finishing_cells() -> np.ndarray:
-    """bool [B, 2, 9]: the empty cells of each reachable board where seat s's mark would complete a line."""
-    boards = _tree()[0]
+def _finishing(boards: np.ndarray) -> np.ndarray:
+    """bool [B, 2, 9]: the empty cells of each board [B, 9] where seat s's mark would complete a line."""
     out = np.zeros((len(boards), 2, 9), bool)
     for line in ttt.LINES:
         cells = boards[:, line]  # [B, 3]
@@ -130,6 +128,12 @@ def _finishing_cells() -> np.ndarray:
             for k in range(3):
                 out[:, seat, line[k]] |= two & (cells[:, k] == ttt.EMPTY)
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _finishing_cells() -> np.ndarray:
+    """`_finishing` of every reachable board (`_tree`'s order)."""
+    return _finishing(_tree()[0])
 
 
 _LOSS = np.asarray([0.0, 0.0, 1.0])
@@ -182,7 +186,7 @@ def _tactics(probs, seat: int, xp=np) -> dict:
     for name, where, did in (("block", must_block, blocks), ("take_win", can_win, takes)):
         weight = reach * where
         total = weight.sum()
-        out[name] = xp.where(total > 0, (weight * did).sum() / xp.maximum(total, 1e-300), xp.nan)
+        out[name] = xp.where(total > 0, (weight * did).sum() / xp.where(total > 0, total, 1.0), xp.nan)
     return out
 
 
@@ -192,11 +196,7 @@ def tactics(table: np.ndarray, seat: int, opponent: str = "random") -> dict[str,
     cannot complete one in which it takes a threatened cell (against two threats a block is still a block), and
     "take_win", the share of positions where it can complete a line in which it does (nan where no game reaches
     such a position). A missed block against the random player is where most of a weak O's losses come from."""
-    if opponent not in OPPONENTS:
-        raise ValueError(f"opponent must be one of {OPPONENTS}, got {opponent!r}")
-    boards, _, mover, _, _, opp = _tree()
-    mine = _probs(table)[boards @ ttt.POW3]
-    return {k: float(v) for k, v in _tactics(np.where((mover == seat)[:, None], mine, opp[opponent]), seat).items()}
+    return {k: float(v) for k, v in _tactics(_joint(table, seat, opponent), seat).items()}
 
 
 def sharpened(table: np.ndarray, seat: int, take_win: bool = True, block: bool = True) -> np.ndarray:
@@ -269,12 +269,10 @@ def _opponent(board, kind: str) -> np.ndarray:
     if kind == "minimax":
         legal = ttt.minimax_table()[int(np.dot(board, ttt.POW3))].astype(np.float64)
     elif kind == "tactician":  # its own line, else the other's, else any cell (envs/text/tic_tac_toe.py)
-        mark = _MARKS[_mover(board)]
-        for m in (mark, ttt.O if mark == ttt.X else ttt.X):
-            done = [c for line in ttt.LINES for c in line
-                    if board[c] == 0 and sum(board[k] == m for k in line) == 2]
-            if done:
-                legal = np.isin(np.arange(9), done).astype(np.float64)
+        finish, me = _finishing(np.asarray([board]))[0], _mover(board)
+        for cells in (finish[me], finish[1 - me]):
+            if cells.any():
+                legal = cells.astype(np.float64)
                 break
     return legal / legal.sum()
 
@@ -287,15 +285,21 @@ def _probs(table: np.ndarray) -> np.ndarray:
     return table / np.maximum(table.sum(-1, keepdims=True), 1)
 
 
-def exact_rates(table: np.ndarray, seat: int, opponent: str) -> dict[str, float]:
-    """{"win", "draw", "loss"} of the policy `table` in `seat` against `opponent`, exact over both players'
-    choices. table [3**9, 9]: move probabilities per board (the mass off the empty cells loses), or bool (uniform
-    among a row's True cells; a row of all False loses)."""
+def _joint(table: np.ndarray, seat: int, opponent: str) -> np.ndarray:
+    """[B, 9]: the move distribution at every reachable board, the policy `table`'s where `seat` moves and
+    `opponent`'s elsewhere."""
     if opponent not in OPPONENTS:
         raise ValueError(f"opponent must be one of {OPPONENTS}, got {opponent!r}")
     boards, _, mover, _, _, opp = _tree()
     mine = _probs(table)[boards @ ttt.POW3]  # [B, 9]: the policy's rows at the reachable boards
-    win, draw, loss = _backward(np.where((mover == seat)[:, None], mine, opp[opponent]), seat)
+    return np.where((mover == seat)[:, None], mine, opp[opponent])
+
+
+def exact_rates(table: np.ndarray, seat: int, opponent: str) -> dict[str, float]:
+    """{"win", "draw", "loss"} of the policy `table` in `seat` against `opponent`, exact over both players'
+    choices. table [3**9, 9]: move probabilities per board (the mass off the empty cells loses), or bool (uniform
+    among a row's True cells; a row of all False loses)."""
+    win, draw, loss = _backward(_joint(table, seat, opponent), seat)
     return {"win": float(win), "draw": float(draw), "loss": float(loss)}
 
 

@@ -105,7 +105,8 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # (roles on one base); () = share_policy decides
     c.adapter_of_agent = ()
     c.frozen_agents = ()  # agent indices played by the bare base model and never trained
-    # agent index -> the game's built-in player ("random" | "minimax"), e.g. "1:minimax"; never trained
+    # agent index -> the game's built-in player (tic-tac-toe: "random" | "minimax" | "tactician"), e.g. "1:minimax";
+    # never trained
     c.scripted_agents = ""
     # self-play against P frozen snapshots of the learner (0 = off); the oldest is replaced every K updates.
     # random / minimax / tactician / equilibrium: the share of groups whose opponent is that built-in player instead
