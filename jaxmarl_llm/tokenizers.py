@@ -211,3 +211,25 @@ def encode_batch(
         ids[i, : len(row)] = row
         lengths[i] = len(row)
     return ids, lengths
+
+
+def digit_token_ids(tok: Tokenizer) -> tuple[int, ...]:
+    """The ids whose text is a number (digits only, around optional spaces): one per digit in a BPE that splits
+    numbers as Qwen's and Llama 3's do, whole numbers in a word vocabulary."""
+    ids = []
+    for i in range(tok.vocab_size):
+        if i in (tok.pad_id, tok.eos_id, tok.bos_id):
+            continue
+        text = tok.decode([i]).strip()
+        if text.isascii() and text.isdigit():
+            ids.append(i)
+    return tuple(ids)
+
+
+# named sets of token ids (`--config.entropy_tokens`): which generated tokens a per-token term counts; "all" is none
+TOKEN_SETS = {"digits": digit_token_ids}
+
+
+def token_set(name: str, tok: Tokenizer) -> tuple[int, ...]:
+    """The ids of TOKEN_SETS[name] in `tok` (() for "all": every token)."""
+    return () if name == "all" else TOKEN_SETS[name](tok)

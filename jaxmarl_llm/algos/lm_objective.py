@@ -186,6 +186,15 @@ def algo_names() -> tuple[str, ...]:
 
 # ---- the loss on given scores ---------------------------------------------------------------------------
 
+def entropy_only_at(entropy: jax.Array, token_mask: jax.Array, entropy_mask: jax.Array,
+                    axis_name: str | None) -> jax.Array:
+    """entropy [B, N, A, M] re-weighted so that its mean over `token_mask` (what every policy loss takes) is its
+    mean over `entropy_mask` (a subset): the bonus counts those tokens alone, each as a token of the mean."""
+    count = lambda m: jax.lax.stop_gradient(jax.lax.psum(m.sum(), axis_name) if axis_name else m.sum())  # noqa: E731
+    scale = count(token_mask.astype(entropy.dtype)) / jnp.maximum(count(entropy_mask.astype(entropy.dtype)), 1.0)
+    return jnp.where(entropy_mask, entropy * scale, 0.0)
+
+
 class Scored(NamedTuple):
     """One minibatch as the loss sees it; every field [B, N, A, M] unless marked."""
 
@@ -199,16 +208,23 @@ class Scored(NamedTuple):
     token_mask: jax.Array  # bool: generated tokens of seats that learn
     value_mask: jax.Array  # bool, shaped as value: where the value loss counts
     ref_logprob: jax.Array | None  # the reference policy's (adapters off, or MMD's magnet), or None without KL
+    entropy_mask: jax.Array | None = None  # bool: the tokens the entropy bonus counts (None: token_mask's)
 
 
 def lm_loss(algo: Algorithm, s: Scored, hp, *, aggregation: str, kl_estimator: str, clip_value: bool,
             axis_name: str | None):
     """policy loss (+ vf_coef x value loss when the algorithm has a critic) (+ kl_coef x KL to the reference)."""
     token_adv = s.adv if s.adv.ndim == s.logprob.ndim else jnp.broadcast_to(s.adv[..., None], s.logprob.shape)
-    loss, metrics = algo.policy_loss(s.logprob, s.old_logprob, token_adv, s.token_mask, s.entropy, hp,
+    entropy = s.entropy
+    if s.entropy_mask is not None:
+        entropy = entropy_only_at(s.entropy, s.token_mask, s.entropy_mask, axis_name)
+    loss, metrics = algo.policy_loss(s.logprob, s.old_logprob, token_adv, s.token_mask, entropy, hp,
                                      aggregation=aggregation, axis_name=axis_name)
     if "entropy" not in metrics:  # logged for every algorithm: a falling entropy precedes a collapse
-        metrics = {**metrics, "entropy": shard_mean(jax.lax.stop_gradient(s.entropy), s.token_mask, axis_name)}
+        metrics = {**metrics, "entropy": shard_mean(jax.lax.stop_gradient(entropy), s.token_mask, axis_name)}
+    if s.entropy_mask is not None:  # the bonus's tokens are `entropy`; the whole reply's too
+        metrics = {**metrics, "entropy_reply": shard_mean(jax.lax.stop_gradient(s.entropy), s.token_mask,
+                                                          axis_name)}
     if algo.critic:
         err = jnp.square(s.value - s.ret)
         if clip_value:  # PPO's value clipping around the values the advantages were computed with

@@ -41,6 +41,7 @@ from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.parallel.mesh import global_index
 from jaxmarl_llm.policies import central_critic, transcripts
 from jaxmarl_llm.policies.lm_policy import LMPolicy, model_weights
+from jaxmarl_llm.tokenizers import token_set
 from jaxmarl_llm.train.config.lm_rl import parse_agent_map
 from jaxmarl_llm.train.lm import memory
 from jaxmarl_llm.train.lm import seats as lm_seats
@@ -95,7 +96,7 @@ class LMTrainer(NamedTuple):
         return self.plan.scale()
 
 
-def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
+def make_plan(config, env, tokenizer, policy: LMPolicy) -> Plan:
     """Every static setting of the run, checked against the env (ConfigError names the key)."""
     scripted = parse_agent_map(config.scripted_agents)
     lm_seats.check_seats(env, config, scripted, int(config.opponent_pool.size))
@@ -115,12 +116,15 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
     if config.in_graph_eval.get("cross_play", 0) and (env.num_agents != 2 or hasattr(env, "games")):
         raise ConfigError(f"config.in_graph_eval.cross_play: {config.env_name} is not one two-seat game; cross-play "
                           "rates players of one two-seat game (set it to 0)")
+    entropy_tokens = token_set(config.entropy_tokens, tokenizer)
+    if config.entropy_tokens != "all" and not entropy_tokens:
+        raise ConfigError(f"config.entropy_tokens: the tokenizer has no {config.entropy_tokens} tokens; set 'all'")
     plan = Plan(
         algo=registry_key(config.algo, config.credit), num_agents=env.num_agents, num_envs=config.num_envs,
         group_size=config.group_size, num_turns=config.num_turns, update_epochs=config.update_epochs,
         num_minibatches=config.num_minibatches,
         num_microbatches=1 if config.num_microbatches == "auto" else int(config.num_microbatches),
-        max_action_tokens=m, pad_id=pad_id, actions=policy.actions,
+        max_action_tokens=m, pad_id=tokenizer.pad_id, actions=policy.actions, entropy_tokens=entropy_tokens,
         **seats,
         incremental=incremental, movers=min(env.max_movers or num_lm, num_lm), chunk=int(config.rollout.chunk),
         widths=transcripts.score_widths(env.capacity + m, config.rollout.min_score_width) if incremental else (),
@@ -149,7 +153,7 @@ def make_plan(config, env, pad_id: int, policy: LMPolicy) -> Plan:
 
 def make_train(config, env=None) -> LMTrainer:
     setup = setup_lm(config, env)
-    plan = make_plan(config, setup.env, setup.tokenizer.pad_id, setup.policy)
+    plan = make_plan(config, setup.env, setup.tokenizer, setup.policy)
     trainer = assemble(config, setup, plan)
     if config.num_microbatches == "auto" or config.model.get("remat", False) == "auto":
         # the cheapest of loss slices and layer rematerialisation whose memory plan fits the device
@@ -272,7 +276,8 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
     metrics = {k: v.mean() for k, v in loss_metrics.items()}
     if "scored" in loss_metrics:  # minibatches with all-zero advantages were skipped: entropy over those that ran
         ran = loss_metrics.pop("scored")
-        metrics["entropy"] = (loss_metrics["entropy"] * ran).sum() / jnp.maximum(ran.sum(), 1.0)
+        for k in ("entropy", "entropy_reply") & loss_metrics.keys():
+            metrics[k] = (loss_metrics[k] * ran).sum() / jnp.maximum(ran.sum(), 1.0)
         metrics["scored"] = ran.mean()
     metrics["zero_advantage_share"] = zero_advantage_share(adv, train_turns.acts, axis_name)
     metrics.update(episode_metrics(turns, seats.learns, axis_name))

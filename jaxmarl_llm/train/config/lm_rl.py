@@ -13,6 +13,7 @@ from jaxmarl_llm.algos.lm_objective import ALGORITHMS, CREDITS, algo_names, regi
 from jaxmarl_llm.algos.masked import Aggregation
 from jaxmarl_llm.envs.text.base import BUILTIN_PLAYERS
 from jaxmarl_llm.evaluation.exploitability import AVERAGE_WEIGHTS
+from jaxmarl_llm.tokenizers import TOKEN_SETS
 from jaxmarl_llm.train.config.common import (ConfigError, _require, check_env_name, check_eval_episodes, check_keys,
                                              check_fsdp, check_mesh, check_model_checkpoint, check_one_update, check_positive,
                                              check_positive_ints, check_run, check_stop, stop_defaults,
@@ -133,6 +134,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # None: the entropy bonus stays ent_coef; a number: it moves linearly from ent_coef (first update) to this (last),
     # e.g. to let a regularised self-play run (mmd) settle nearer the unregularised equilibrium at the end
     c.ent_coef_end = ml_collections.config_dict.placeholder(float)
+    # the generated tokens the entropy bonus counts: "all", or a set of tokenizers.TOKEN_SETS ("digits": only the
+    # digits of a reply, the move it names, so a bonus large enough to keep the choice exploring leaves the format be)
+    c.entropy_tokens = "all"
     c.vf_coef = 0.5
     c.kl_coef = 0.0
     c.kl_estimator = "k3"
@@ -221,6 +225,8 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
              f"{config.algo}'s magnet is an adapter: use train_base=False")
     _require(not ALGORITHMS[config.algo].groups or config.group_size > 1, "group_size",
              f"{config.algo} compares the episodes of a group: it needs groups of at least 2")
+    _require(config.entropy_tokens in ("all", *TOKEN_SETS), "entropy_tokens",
+             f"must be {_one_of(('all', *TOKEN_SETS))}, got {config.entropy_tokens!r}")
     _require(config.get("ent_coef_end") is None or (isinstance(config.ent_coef_end, (int, float))
                                                       and config.ent_coef_end >= 0), "ent_coef_end",
              f"must be a number >= 0 or None (constant ent_coef), got {config.get('ent_coef_end')!r}")

@@ -135,7 +135,11 @@ def loss_of_scores(plan: Plan, scores: Scores, critic, ref_lp, mb: Turns, adv, r
         value = value[..., 0]  # the turn's value: at its prompt's last token
     token_mask = mb.token_mask()  # [B, N, A_l, M]
     value_mask = token_mask if plan.token_credit else mb.acts  # where the seat chose (own-turn GAE)
-    scored = Scored(logprob, entropy, value, mb.logprob, mb.value, adv, ret, token_mask, value_mask, ref_lp)
+    entropy_mask = None
+    if plan.entropy_tokens:  # the bonus's tokens: generated tokens of the chosen ids (tokenizers.TOKEN_SETS)
+        entropy_mask = token_mask & jnp.isin(mb.action, jnp.asarray(plan.entropy_tokens, mb.action.dtype))
+    scored = Scored(logprob, entropy, value, mb.logprob, mb.value, adv, ret, token_mask, value_mask, ref_lp,
+                    entropy_mask)
     return lm_loss(ALGORITHMS[plan.algo], scored, hp, aggregation=plan.loss_aggregation,
                    kl_estimator=plan.kl_estimator, clip_value=plan.clip_value, axis_name=axis_name)
 
