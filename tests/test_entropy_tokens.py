@@ -64,10 +64,34 @@ def test_ppo_bonus_pulls_only_on_the_chosen_tokens_and_logs_both_entropies():
     _, metrics = loss(entropy, entropy_mask)
     e = np.asarray(entropy)
     assert float(metrics["entropy"]) == pytest.approx(e[em].mean(), rel=1e-6)
-    assert float(metrics["entropy_reply"]) == pytest.approx(e[np.asarray(token_mask)].mean(), rel=1e-6)
     grad_all = np.asarray(jax.grad(lambda x: loss(x, None)[0])(entropy))  # the default: every generated token
     np.testing.assert_allclose(grad_all[np.asarray(token_mask)], -HP.ent_coef / token_mask.sum(), rtol=1e-6)
-    assert "entropy_reply" not in loss(entropy, None)[1]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0, 0.7])
+def test_scored_entropy_is_the_choice_among_the_set_and_moves_nothing_out_of_it(temperature):
+    """With entropy_ids, the entropy at a position is that of the distribution renormalised over the ids
+    (numpy), and its gradient reaches no logit outside them: a bonus on it cannot make the reply's other tokens
+    likelier. Without, it is the whole vocabulary's, whose gradient does reach them."""
+    from jaxmarl_llm.policies.lm_policy import SamplingConfig, score_tokens
+
+    logits = jax.random.normal(jax.random.PRNGKey(3), (4, 12)) * 3.0
+    targets, hidden = jnp.array([1, 5, 2, 7]), jnp.zeros((4, 2))
+    ids = (1, 2, 5, 7)
+    sampling = SamplingConfig(temperature=temperature)
+    ent_of = lambda x, chosen: score_tokens(sampling, x, targets, hidden, None, chosen)[1]  # noqa: E731
+    z = np.asarray(logits, np.float64) / (temperature or 1.0)
+    sub = z[:, ids] - z[:, ids].max(-1, keepdims=True)
+    q = np.exp(sub) / np.exp(sub).sum(-1, keepdims=True)
+    np.testing.assert_allclose(ent_of(logits, ids), -(q * np.log(q)).sum(-1), rtol=1e-5)
+    others = np.setdiff1d(np.arange(12), ids)
+    grad = np.asarray(jax.grad(lambda x: ent_of(x, ids).sum())(logits))
+    assert not np.any(grad[:, others]) and np.all(np.abs(grad[:, list(ids)]).sum(-1) > 0)
+    grad_full = np.asarray(jax.grad(lambda x: ent_of(x, ()).sum())(logits))
+    assert np.all(np.abs(grad_full[:, others]).sum(-1) > 0)
+    # the log-probs the ratio reads stay the whole vocabulary's
+    np.testing.assert_array_equal(score_tokens(sampling, logits, targets, hidden, None, ids)[0],
+                                  score_tokens(sampling, logits, targets, hidden, None, ())[0])
 
 
 def _free_ttt(**fields):
@@ -78,20 +102,24 @@ def _free_ttt(**fields):
 
 
 def test_free_text_updates_with_a_digits_only_bonus():
-    """Two updates of free-text tic-tac-toe from a random tiny model, the bonus on the move's digits: the plan
-    holds the BPE's ten digit ids, and the logged bonus entropy (the digit positions') differs from the whole
-    reply's, both finite."""
+    """Two updates of free-text tic-tac-toe from a random tiny model, the bonus on the move's digits: the plan and
+    the policy the loss scores with hold the BPE's ten digit ids, and the logged entropy is the choice among the
+    ten digits (at most log 10; a random model's whole vocabulary at those positions has ~log 1027)."""
     pytest.importorskip("transformers")
     from jaxmarl_llm.train import lm_rl
 
     trainer = lm_rl.make_train(_free_ttt(entropy_tokens="digits"))
     assert trainer.plan.entropy_tokens == digit_token_ids(trainer.tokenizer) and len(trainer.plan.entropy_tokens) == 10
-    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
-    step = jax.jit(lambda s, hp, b: jax.lax.scan(lambda r, _: trainer.update(r, hp, b), s, None, length=2))
-    _, metrics = step(state, trainer.hparams, trainer.base)
-    ent, reply = np.asarray(metrics["entropy"]), np.asarray(metrics["entropy_reply"])
-    assert np.all(np.isfinite(ent)) and np.all(np.isfinite(reply)) and np.all(ent > 0)
-    assert not np.allclose(ent, reply)
+    assert trainer.policy.entropy_ids == trainer.plan.entropy_tokens
+
+    def two_updates(t):
+        step = jax.jit(lambda s, hp, b: jax.lax.scan(lambda r, _: t.update(r, hp, b), s, None, length=2))
+        return np.asarray(step(t.init(jax.random.PRNGKey(0), t.hparams), t.hparams, t.base)[1]["entropy"])
+
+    ent = two_updates(trainer)
+    assert np.all(ent > 1.0) and np.all(ent <= np.log(10) + 1e-5), ent
+    full = two_updates(lm_rl.make_train(_free_ttt()))  # the default: every generated token, the whole vocabulary
+    assert np.all(full > np.log(10) + 1.0), full
 
 
 def test_unknown_or_empty_token_sets_are_refused_naming_the_key(monkeypatch):

@@ -222,9 +222,6 @@ def lm_loss(algo: Algorithm, s: Scored, hp, *, aggregation: str, kl_estimator: s
                                      aggregation=aggregation, axis_name=axis_name)
     if "entropy" not in metrics:  # logged for every algorithm: a falling entropy precedes a collapse
         metrics = {**metrics, "entropy": shard_mean(jax.lax.stop_gradient(entropy), s.token_mask, axis_name)}
-    if s.entropy_mask is not None:  # the bonus's tokens are `entropy`; the whole reply's too
-        metrics = {**metrics, "entropy_reply": shard_mean(jax.lax.stop_gradient(s.entropy), s.token_mask,
-                                                          axis_name)}
     if algo.critic:
         err = jnp.square(s.value - s.ret)
         if clip_value:  # PPO's value clipping around the values the advantages were computed with

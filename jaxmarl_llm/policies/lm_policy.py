@@ -57,13 +57,15 @@ def value_or_zero(head: Params | None, hidden: jax.Array) -> jax.Array:
 
 
 def score_tokens(sampling: SamplingConfig, logits: jax.Array, targets: jax.Array, hidden: jax.Array,
-                 value_head: Params | None) -> tuple[jax.Array, jax.Array, jax.Array]:
+                 value_head: Params | None, entropy_ids: tuple[int, ...] = ()) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Log-prob and entropy under the sampling distribution, and the value head, at each scored position.
 
     logits [..., V] (float32) predict targets [...]; hidden [..., D] is the state each target was chosen in.
     The one place that turns logits into what the losses see: `LMPolicy.score` (one forward per turn) and
     `transcripts.score_transcripts` (one per episode) run the same ops. Temperature 0 scores the plain
-    softmax (greedy decoding has no distribution of its own to score under).
+    softmax (greedy decoding has no distribution of its own to score under). With `entropy_ids` the entropy is
+    the choice's among those tokens (the distribution renormalised over them): a bonus on it spreads the choice
+    among them and moves no probability to any other token.
     """
     s = sampling
     if s.temperature == 0:
@@ -71,6 +73,11 @@ def score_tokens(sampling: SamplingConfig, logits: jax.Array, targets: jax.Array
     else:
         lp_all = sampling_logprobs(logits, s.temperature, s.top_k, s.top_p)  # [..., V]
     lp = jnp.take_along_axis(lp_all, targets[..., None], axis=-1)[..., 0]
+    if entropy_ids:  # from the ids' own logits (no other logit enters, not even by rounding); what top-k / top-p
+        # cut stays cut, finite: a row with none of the ids left is uniform, not nan
+        ids = jnp.asarray(entropy_ids)
+        kept = jnp.isfinite(lp_all[..., ids])
+        lp_all = jax.nn.log_softmax(jnp.where(kept, logits[..., ids] / (s.temperature or 1.0), -1e30), axis=-1)
     p = jnp.exp(lp_all)
     ent = -jnp.sum(jnp.where(p > 0, p * lp_all, 0.0), axis=-1)
     return lp, ent, value_or_zero(value_head, hidden)
@@ -113,6 +120,9 @@ class LMPolicy:
     actions: str = "free"
     candidates: Candidates | None = None
     length_normalize: bool = False  # scored: mean instead of summed token log-probs (TWOSOME)
+    # free text: the entropy scored is the choice's among these token ids (config.entropy_tokens); () = the whole
+    # vocabulary's
+    entropy_ids: tuple[int, ...] = ()
 
     def init_trainable(self, key: jax.Array, num_agents: int | None = None) -> Params:
         """Adapters (B = 0) and a zero value head; leaves [A, ...] when num_agents is given."""
@@ -222,7 +232,7 @@ class LMPolicy:
         """`score_tokens` for this policy's action mode: logits [..., M, V] predicting action [..., M], hidden
         [..., M, D] -> log-prob, entropy, value [..., M]; constrained: under the trie walk's distribution."""
         if self.actions == "free":
-            return score_tokens(self.sampling, logits, action, hidden, head)
+            return score_tokens(self.sampling, logits, action, hidden, head, self.entropy_ids)
         lp, ent = cand_lib.restricted_scores(self.candidates, logits, action,
                                              self.valid_or_all(valid, action.shape[:-1]), self.sampling.temperature)
         return lp, ent, value_or_zero(head, hidden)
@@ -258,7 +268,8 @@ class LMPolicy:
         logits, hidden, _ = forward(params, tokens, self.cfg, lora=self._lora(trainable), lora_scale=self.lora.scale)
         head = None if trainable is None else trainable.get("value_head")
         # position t-1 predicts token t: [B, T-1] each
-        lp, ent, v = score_tokens(self.sampling, logits[:, :-1], tokens[:, 1:], hidden[:, :-1], head)
+        lp, ent, v = score_tokens(self.sampling, logits[:, :-1], tokens[:, 1:], hidden[:, :-1], head,
+                                  self.entropy_ids)
         pad = lambda x: jnp.pad(x, ((0, 0), (1, 0)))  # noqa: E731  token 0 has no prefix
         m = action_mask.astype(jnp.float32)
         return pad(lp) * m, pad(ent) * m, pad(v) * m

@@ -217,7 +217,7 @@ def score_transcripts(policy: LMPolicy, base, trainable: Any | None, seq: jax.Ar
                 return policy.score_logits(lm_head(base, h, policy.cfg).reshape(b, t, m, -1), action,
                                            h.reshape(b, t, m, -1), head, valid)
             lp, ent, value = score_tokens(policy.sampling, lm_head(base, h, policy.cfg), action.reshape(b, t * m),
-                                          h, head)
+                                          h, head, policy.entropy_ids)
             return lp.reshape(b, t, m), ent.reshape(b, t, m), value.reshape(b, t, m)
         return fn
 

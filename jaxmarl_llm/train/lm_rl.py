@@ -23,6 +23,7 @@ same base with adapters off: no weight copy. docs/forking.md walks this file for
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -163,7 +164,7 @@ def make_train(config, env=None) -> LMTrainer:
 
 def assemble(config, setup, plan: Plan) -> LMTrainer:
     """The trainer of `plan`: its functions with the plan bound."""
-    policy = setup.policy
+    policy = dataclasses.replace(setup.policy, entropy_ids=plan.entropy_tokens)  # the entropy the loss scores
     path = rollout_path(plan)  # incremental (KV cache across turns) or re-read: chosen here, once
 
     def init(key: jax.Array, hp: LMHParams) -> LMRunnerState:
@@ -276,8 +277,7 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
     metrics = {k: v.mean() for k, v in loss_metrics.items()}
     if "scored" in loss_metrics:  # minibatches with all-zero advantages were skipped: entropy over those that ran
         ran = loss_metrics.pop("scored")
-        for k in ("entropy", "entropy_reply") & loss_metrics.keys():
-            metrics[k] = (loss_metrics[k] * ran).sum() / jnp.maximum(ran.sum(), 1.0)
+        metrics["entropy"] = (loss_metrics["entropy"] * ran).sum() / jnp.maximum(ran.sum(), 1.0)
         metrics["scored"] = ran.mean()
     metrics["zero_advantage_share"] = zero_advantage_share(adv, train_turns.acts, axis_name)
     metrics.update(episode_metrics(turns, seats.learns, axis_name))

@@ -135,7 +135,8 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # e.g. to let a regularised self-play run (mmd) settle nearer the unregularised equilibrium at the end
     c.ent_coef_end = ml_collections.config_dict.placeholder(float)
     # the generated tokens the entropy bonus counts: "all", or a set of tokenizers.TOKEN_SETS ("digits": only the
-    # digits of a reply, the move it names, so a bonus large enough to keep the choice exploring leaves the format be)
+    # digits of a reply, the move it names, each the entropy of the choice among the digits, so a bonus large
+    # enough to keep the choice exploring moves no probability into the reply's format)
     c.entropy_tokens = "all"
     c.vf_coef = 0.5
     c.kl_coef = 0.0

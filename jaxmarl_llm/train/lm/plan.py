@@ -112,8 +112,9 @@ class Plan:
     eval_cross_play_temperature: float = 1.0
     # transcripts: this many of each update's episodes are returned beside its metrics (train/lm/episode_sample.py)
     transcript_episodes: int = 0
-    # the entropy bonus counts only generated tokens with these ids (`config.entropy_tokens`, e.g. the digits that
-    # name a move: the reply's format stays sharp while its choice keeps exploring); () = every generated token
+    # the entropy bonus counts only generated tokens with these ids, each the entropy of the choice among them
+    # (`config.entropy_tokens`, e.g. the digits that name a move: the choice keeps exploring, the format is left
+    # alone); () = every generated token, the whole vocabulary's entropy
     entropy_tokens: tuple[int, ...] = ()
 
     @property
