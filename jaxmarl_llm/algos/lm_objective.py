@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from jaxmarl_llm.algos import grpo, kl, magrpo, rae, rloo
 from jaxmarl_llm.algos.gae import own_turn_gae
-from jaxmarl_llm.algos.ppo import PPOCoefs, ppo_loss, shard_mean
+from jaxmarl_llm.algos.ppo import PPOCoefs, mesh_sum, ppo_loss, shard_mean
 from jaxmarl_llm.algos.token_credit import own_turn_token_gae
 
 
@@ -190,8 +190,8 @@ def entropy_only_at(entropy: jax.Array, token_mask: jax.Array, entropy_mask: jax
                     axis_name: str | None) -> jax.Array:
     """entropy [B, N, A, M] re-weighted so that its mean over `token_mask` (what every policy loss takes) is its
     mean over `entropy_mask` (a subset): the bonus counts those tokens alone, each as a token of the mean."""
-    count = lambda m: jax.lax.stop_gradient(jax.lax.psum(m.sum(), axis_name) if axis_name else m.sum())  # noqa: E731
-    scale = count(token_mask.astype(entropy.dtype)) / jnp.maximum(count(entropy_mask.astype(entropy.dtype)), 1.0)
+    count = lambda m: jax.lax.stop_gradient(mesh_sum(m.astype(entropy.dtype).sum(), axis_name))  # noqa: E731
+    scale = count(token_mask) / jnp.maximum(count(entropy_mask), 1.0)
     return jnp.where(entropy_mask, entropy * scale, 0.0)
 
 

@@ -28,22 +28,23 @@ class PPOCoefs(NamedTuple):
     normalize_advantages: bool = True
 
 
-def _psum(x, axis_name: str | None):
+def mesh_sum(x, axis_name: str | None):
+    """x summed over the data axis (x itself without one)."""
     return x if axis_name is None else jax.lax.psum(x, axis_name)
 
 
 def shard_mean(x: jax.Array, mask: jax.Array | None = None, axis_name: str | None = None) -> jax.Array:
     """This shard's share of the masked mean over the mesh (the mean itself without axis_name)."""
     mask = jnp.ones(x.shape, x.dtype) if mask is None else mask.astype(x.dtype)
-    count = jax.lax.stop_gradient(_psum(jnp.sum(mask), axis_name))
+    count = jax.lax.stop_gradient(mesh_sum(jnp.sum(mask), axis_name))
     return jnp.sum(x * mask) / jnp.maximum(count, 1.0)
 
 
 def normalize(x: jax.Array, mask: jax.Array | None = None, axis_name: str | None = None, eps: float = 1e-8) -> jax.Array:
     """(x - mean) / std with the statistics of the masked entries over the whole mesh."""
     x = jax.lax.stop_gradient(x)
-    mean = _psum(shard_mean(x, mask, axis_name), axis_name)
-    var = _psum(shard_mean(jnp.square(x - mean), mask, axis_name), axis_name)
+    mean = mesh_sum(shard_mean(x, mask, axis_name), axis_name)
+    var = mesh_sum(shard_mean(jnp.square(x - mean), mask, axis_name), axis_name)
     return (x - mean) / (jnp.sqrt(var) + eps)
 
 
