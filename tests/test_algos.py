@@ -82,6 +82,18 @@ def test_normalize_has_zero_mean_unit_std(mask):
     np.testing.assert_allclose(shard_mean(z**2, mask), 1.0, atol=1e-5)
 
 
+def test_normalize_gives_zero_for_equal_advantages():
+    # a tic-tac-toe batch where every move got the same advantage: its float32 mean misses the value by rounding
+    # (var ~6e-14), and dividing by that std used to give -1 everywhere (a policy loss of ~1 from no signal)
+    x = jnp.full((4, 9), -1.4534963)
+    np.testing.assert_array_equal(normalize(x), 0.0)
+    np.testing.assert_array_equal(normalize(x, jnp.arange(36).reshape(4, 9) % 2 == 0), 0.0)
+    # a real spread, however small next to the mean, is still normalised
+    y = x.at[0, 0].add(1e-3)
+    z = normalize(y)
+    np.testing.assert_allclose(jnp.mean(jnp.square(z)), 1.0, rtol=1e-3)
+
+
 def test_own_turn_gae_credits_others_moves_to_the_last_own_turn():
     """Agent acts at turns 0 and 2; rewards at 1 and 3 (others' moves) join its previous own turn."""
     from jaxmarl_llm.algos.gae import gae, own_turn_gae

@@ -184,6 +184,8 @@ def test_read_at_equals_the_whole_forward_at_those_positions(num_layers, per_row
     loss = lambda f: lambda lo: jnp.sum(jnp.sin(f(lo)[0]))  # noqa: E731
     g_read, g_whole = jax.grad(loss(read))(lora), jax.grad(loss(whole))(lora)
     for got, want in zip(jax.tree.leaves(g_read), jax.tree.leaves(g_whole)):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=5e-5)
+        # entries reach ~1e2, so a float32 sum in another order moves the small ones by ~1e-6 of the leaf's scale
+        scale = float(np.max(np.abs(np.asarray(want))))
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=2e-6 * scale)
     with pytest.raises(ValueError, match="read_at"):
         transformer.forward(params, tokens, cfg, read_at=at, logit_index=at[:, 0])

@@ -40,12 +40,22 @@ def shard_mean(x: jax.Array, mask: jax.Array | None = None, axis_name: str | Non
     return jnp.sum(x * mask) / jnp.maximum(count, 1.0)
 
 
+# A spread below this share of |mean| is float32 rounding, not signal (advantages in one batch that are all equal).
+FLAT_SPREAD = 1e-5
+
+
 def normalize(x: jax.Array, mask: jax.Array | None = None, axis_name: str | None = None, eps: float = 1e-8) -> jax.Array:
-    """(x - mean) / std with the statistics of the masked entries over the whole mesh."""
+    """(x - mean) / std with the statistics of the masked entries over the whole mesh.
+
+    Equal entries give 0: their float32 mean is off by rounding (~1e-7 |mean|), and dividing that noise by its own
+    std would turn it into advantages of about +-1 that differ from one CPU to the next.
+    """
     x = jax.lax.stop_gradient(x)
     mean = mesh_sum(shard_mean(x, mask, axis_name), axis_name)
     var = mesh_sum(shard_mean(jnp.square(x - mean), mask, axis_name), axis_name)
-    return (x - mean) / (jnp.sqrt(var) + eps)
+    std = jnp.sqrt(var)
+    flat = std <= FLAT_SPREAD * jnp.abs(mean)
+    return jnp.where(flat, 0.0, (x - mean) / (std + eps))
 
 
 def ppo_loss(
