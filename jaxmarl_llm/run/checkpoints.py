@@ -99,7 +99,7 @@ class Checkpoints:
         during the save takes effect when it is complete."""
         self.check_space(step, state)
         with ctrl_c_after():
-            self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
+            self.manager.save(step, args=ocp.args.StandardSave(_on_host(state)), force=True)
             self.manager.wait_until_finished()
 
     def size_needed(self, state: Any) -> int:
@@ -157,6 +157,20 @@ class Checkpoints:
 
     def close(self) -> None:
         self.manager.close()
+
+
+def _on_host(state: Any) -> Any:
+    """The state as host arrays when this process holds all of it (one process: every run but a pod's).
+
+    orbax saves an array replicated over several devices by slicing it among the replicas, each slice a jitted op
+    dispatched from the saving thread while its writer threads copy other arrays off the devices; on 8 forced CPU
+    devices under load that has hung a save. A host copy has no replicas to split; `restore` puts it back on the
+    shardings of the state it restores into, so the checkpoint and the resume are the same.
+    """
+    leaves = jax.tree.leaves(state)
+    if all(getattr(x, "is_fully_addressable", True) for x in leaves):
+        return jax.device_get(state)
+    return state
 
 
 def _name(path: tuple) -> str:
