@@ -160,17 +160,14 @@ class Checkpoints:
 
 
 def _on_host(state: Any) -> Any:
-    """The state as host arrays when this process holds all of it (one process: every run but a pod's).
+    """The state as host arrays in a single-process run (every run but a pod's; a pod's processes each hold part).
 
     orbax saves an array replicated over several devices by slicing it among the replicas, each slice a jitted op
     dispatched from the saving thread while its writer threads copy other arrays off the devices; on 8 forced CPU
     devices under load that has hung a save. A host copy has no replicas to split; `restore` puts it back on the
     shardings of the state it restores into, so the checkpoint and the resume are the same.
     """
-    leaves = jax.tree.leaves(state)
-    if all(getattr(x, "is_fully_addressable", True) for x in leaves):
-        return jax.device_get(state)
-    return state
+    return state if multihost.multiprocess() else jax.device_get(state)
 
 
 def _name(path: tuple) -> str:
