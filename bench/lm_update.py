@@ -125,7 +125,7 @@ def main():
         config = load_config_file(args.config)
         config.mesh.num_devices, config.num_envs = 1, args.num_envs
         config.group_size = min(config.get("group_size", 1), args.num_envs)
-        config.in_graph_eval.every = 0
+        config.in_graph_eval.update(every=0, average="none")  # the update alone
         config.model.remat = args.remat
         if shape != "tiny":
             config.model.update(preset=shape, dtype=args.dtype, max_position_embeddings=2048)

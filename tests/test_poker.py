@@ -131,6 +131,26 @@ def test_without_rules_a_view_loses_only_its_first_line(game):
     assert short.views.width < full.views.width
 
 
+@pytest.mark.parametrize("game", [KuhnPoker, LeducPoker])
+def test_compact_views_tell_apart_exactly_what_the_words_do(game):
+    """compact=True: two (node, seat) pairs read alike in symbols exactly when they read alike in words, so the
+    policy sees the same information sets (and the same endings); the word tokenizer reads each symbol as one
+    token, and the longest view is a fraction of the words'."""
+    words, short = game(rules=False), game(compact=True)
+    a, b = np.asarray(words.view_row).reshape(-1), np.asarray(short.view_row).reshape(-1)
+    pairs = set(zip(a.tolist(), b.tolist()))
+    assert len(pairs) == len({x for x, _ in pairs}) == len({y for _, y in pairs})  # a bijection of views
+    tok = WordTokenizer.from_texts(short.view_texts)
+    compact = game(tokenizer=tok, compact=True)
+    assert compact.views.width * 4 <= game(tokenizer=WordTokenizer.from_texts(words.view_texts), rules=False
+                                           ).views.width
+    if game is LeducPoker:  # player 2 holds a queen, the table a king; raise, call; raise; player 2 to move
+        st = compact.state_at((0, 2, 2, 1, 5, 2))
+        text = tok.decode(np.asarray(st.buf[1, : st.length[1]]).tolist())
+        assert text == "P2:Q:K;+=/+;?\n"
+        assert len(tok.encode(text)) == len(text) - 1  # "P2" one token, every other character one
+
+
 def test_replies_parse_and_a_bad_one_loses_two_chips():
     env = LeducPoker(tokenizer=WordTokenizer.from_texts(LeducPoker().view_texts + ("Move: fold call raise",)))
     st = env.state_at((0, 2))  # seat 0 to open: fold is not legal (nothing to call)
