@@ -22,7 +22,7 @@ loses 41.1% against random and draws 26.3% against minimax (random play: 43.7%, 
 min): 6.16% and 5.95% losses (seeds 0, 1; as O 12.1%, 11.1%), 89.4% and 91.6% draws; with X and O each their own
 adapter (`--config.share_policy=False`) 6.19%, 4.71% and 5.88% (seeds 0-2), 89.4%, 94.0% and 93.3%; adding an
 entropy bonus on the move alone that falls to 0 (`--config.entropy_tokens=digits --config.ent_coef=0.03
---config.ent_coef_end=0`) seed 0 reaches 4.52% and 94.4%; O's misses of an immediate win or block are the gap
+--config.ent_coef_end=0`) seeds 0 and 1 reach 4.52% and 4.04%, 94.4% each (both targets); O's misses of an immediate win or block are the gap
 (docs/results.md, "Free text from a format-only warm start").
 """
 
