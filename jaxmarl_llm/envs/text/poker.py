@@ -21,7 +21,7 @@ env is built: Kuhn's alpha = 1/3 member, Leduc's to an exploitability below 1e-3
 
 `rules=False` drops the first line (the game's rules): a model trained from scratch learns them from the
 rewards, and reads fewer tokens every move (word tokenizer, mean over views: Kuhn 83 -> 47, Leduc 124 -> 78).
-`compact=True` writes the same information in symbols, one token each in the word tokenizer (Leduc 78 -> 13):
+`compact=True` writes the same information in symbols, one token each in the word tokenizer (Leduc 78 -> 16):
 
     P2:Q:K;+=/+;?          player 2, card Q, table card K; round 1 raise, call; round 2 raise; your move
 
@@ -94,11 +94,10 @@ def _said(acts: list[int], seat: int, names: tuple[str, ...]) -> str:
     return ", ".join(("you " if i % 2 == seat else "they ") + names[a] for i, a in enumerate(acts))
 
 
-SYMBOLS = ("-", "=", "+")  # compact views: Leduc fold / call / raise; Kuhn pass (check or fold) / bet (or call)
-
-
 class _PokerText:
     """How a game's histories read to a seat (rules of text only: the numbers come from the tree)."""
+
+    marks: tuple[str, ...] = ()  # each move's symbol in a compact view
 
     def __init__(self, tree: GameTree, intro: str, moves: tuple[str, ...], rules: bool = True,
                  compact: bool = False):
@@ -119,10 +118,10 @@ class _PokerText:
         return f"Showdown: they hold {other_card}. {result}"
 
     def symbols(self, n: int, seat: int, card: str, table: str | None, rounds: list[list[int]], other: str,
-                folded: int | None, symbol: tuple[str, ...]) -> str:
+                folded: int | None) -> str:
         """The compact view: `P<seat>:<card>[:<table>];<round>/<round>;<? | . | end>`."""
         head = f"P{seat + 1}:{card}" + ("" if table is None else f":{table}")
-        bets = "/".join("".join(symbol[a] for a in acts) for acts in rounds)
+        bets = "/".join("".join(self.marks[a] for a in acts) for acts in rounds)
         if self.tree.player[n] == TERMINAL:
             tail = ("" if folded is not None else other) + f"{float(self.tree.payoff[n, seat]):+g}"
         else:
@@ -138,6 +137,8 @@ class _PokerText:
 
 
 class _KuhnText(_PokerText):
+    marks = ("-", "+")  # pass (check or fold), bet (or call)
+
     def __init__(self, tree, rules=True, compact=False):
         super().__init__(tree, "Kuhn poker. Cards J < Q < K; each player antes 1; one bet of 1.", ("pass", "bet"),
                          rules, compact)
@@ -145,15 +146,13 @@ class _KuhnText(_PokerText):
     def view(self, n, seat):
         h = self.tree.histories[n]
         acts = list(h[2:])
+        folded = {"bp": 1, "pbp": 0}.get("".join("pb"[a] for a in acts))  # the seat that passed facing a bet
         if self.compact:
-            folded = {"bp": 1, "pbp": 0}.get("".join("pb"[a] for a in acts))
-            return self.symbols(n, seat, RANKS[h[seat]], None, [acts], RANKS[h[1 - seat]], folded, ("-", "+"))
+            return self.symbols(n, seat, RANKS[h[seat]], None, [acts], RANKS[h[1 - seat]], folded)
         lines = self.header(f"You are player {seat + 1}. Your card: {RANKS[h[seat]]}.")
         lines.append("Betting: " + (_said(acts, seat, self.moves) if acts else "none yet") + ".")
         pot = 2 + sum(acts)
         if self.tree.player[n] == TERMINAL:
-            b = "".join("pb"[a] for a in acts)
-            folded = {"bp": 1, "pbp": 0}.get(b)
             lines.append(self.ending(n, seat, folded, RANKS[h[1 - seat]]))
         else:
             lines.append(self.turn(n, seat, pot))
@@ -161,6 +160,8 @@ class _KuhnText(_PokerText):
 
 
 class _LeducText(_PokerText):
+    marks = ("-", "=", "+")  # fold, call, raise
+
     def __init__(self, tree, rules=True, compact=False):
         super().__init__(tree, "Leduc poker. Cards J < Q < K, two of each; a pair with the table card beats any "
                                "other hand.", ("fold", "call", "raise"), rules, compact)
@@ -170,7 +171,7 @@ class _LeducText(_PokerText):
         rounds, public, contrib, folded = parse(h)
         if self.compact:
             return self.symbols(n, seat, RANKS[h[seat] // 2], None if public is None else RANKS[public // 2],
-                                [list(r) for r in rounds], RANKS[h[1 - seat] // 2], folded, SYMBOLS)
+                                rounds, RANKS[h[1 - seat] // 2], folded)
         lines = self.header(f"You are player {seat + 1}. Your card: {RANKS[h[seat] // 2]}."
                             + ("" if public is None else f" Table card: {RANKS[public // 2]}."))
         said = [f"Round {r + 1}: " + _said(acts, seat, self.moves) + "." for r, acts in enumerate(rounds) if acts]
