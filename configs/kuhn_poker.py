@@ -21,7 +21,7 @@ def get_config():
     c = lm_rl_defaults()
     c.env_name = "text/kuhn_poker"
     c.tokenizer = "word"
-    c.env_kwargs = {}
+    c.env_kwargs = {"max_action_tokens": 4}  # a reply is one of the 3-token candidates (`Move: bet`)
     c.policy.actions = "constrained"
     c.share_policy = True
     # magnetic mirror descent: PPO + a reverse-KL pull toward a magnet adapter that follows the learner + an

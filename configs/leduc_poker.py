@@ -24,9 +24,11 @@ def get_config(variant: str = ""):
     c = lm_rl_defaults()
     c.env_name = "text/leduc_poker"
     c.tokenizer = "word"
-    c.env_kwargs = {"rules": False}  # observations without the rules line: 78 tokens on average, not 124
+    # observations without the rules line: 78 tokens on average, not 124; a reply is one of the 3-token candidates
+    # (`Move: raise`), so 4 reply slots (the default 16 would decode and score 16)
+    c.env_kwargs = {"rules": False, "max_action_tokens": 4}
     if variant == "compact":
-        c.env_kwargs = {"compact": True}  # the same views in symbols: 16 tokens on average
+        c.env_kwargs = {"compact": True, "max_action_tokens": 4}  # the same views in symbols: 16 tokens on average
     c.policy.actions = "constrained"
     c.share_policy = True
     c.algo, c.group_size = "mmd", 1

@@ -375,3 +375,41 @@ def test_magrpo_trains_on_the_team_return():
     _, metrics = _run(trainer, 30)
     curve = np.asarray(metrics["team_return"])
     assert curve[-5:].mean() > curve[:5].mean() + 0.8, f"team return {curve[:5].mean():.2f} -> {curve[-5:].mean():.2f}"
+
+
+@pytest.mark.parametrize("game", ["leduc_shared", "tic_tac_toe_seat_adapters"])
+def test_turn_based_rereads_only_the_mover_and_updates_as_if_every_seat_were_read(game, monkeypatch):
+    """Turn-based games whose observations are rewritten each move (re-read path): the rollout reads only the
+    seat to move and the loss scores only its row (with one shared adapter), since every other row is masked out
+    of the loss. One update is then the update that reads every seat's row, to float rounding."""
+    from jaxmarl_llm.envs.text.poker import LeducPoker
+    from jaxmarl_llm.envs.text.tic_tac_toe import TicTacToe
+    from tiny_configs import tiny_lm_rl
+
+    if game == "leduc_shared":
+        env_cls = LeducPoker
+        c = tiny_lm_rl("text/leduc_poker", "word", {"compact": True, "max_action_tokens": 4}, algo="mmd",
+                       kl_coef=0.4, group_size=1, num_envs=8, num_turns=8, ent_coef=0.1)
+        c.policy.actions = "constrained"
+    else:
+        env_cls = TicTacToe
+        c = tiny_lm_rl("text/tic_tac_toe", "word", {"history": False, "max_action_tokens": 4}, algo="ppo",
+                       group_size=1, num_envs=8, num_turns=9, share_policy=False, ent_coef=0.05)
+
+    def one_update(max_movers):
+        monkeypatch.setattr(env_cls, "max_movers", max_movers)
+        validate_lm_rl(c)
+        trainer = lm_rl.make_train(c)
+        state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+        new, metrics = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
+        return trainer.plan, jax.device_get((new.trainable, metrics))
+
+    plan, (movers_only, m1) = one_update(1)
+    every_plan, (every_seat, m2) = one_update(None)
+    assert (plan.movers, every_plan.movers, plan.incremental) == (1, 2, False)
+    assert m1["tokens_rollout"] == m2["tokens_rollout"] > 0
+    assert {"entropy", "value_loss", "episode_return"} <= set(m1) and set(m1) == set(m2)
+    for k in m1:  # the loss's terms, the rollout's returns and throughput: the same numbers
+        np.testing.assert_allclose(m1[k], m2[k], rtol=1e-4, atol=1e-6, err_msg=k)
+    for a, b in zip(jax.tree.leaves(movers_only), jax.tree.leaves(every_seat)):
+        np.testing.assert_allclose(a, b, atol=1e-5)

@@ -120,24 +120,65 @@ def _scaled(adapters, scale):
 
 def act_reread(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs, active, cache, valid: jax.Array):
     """Every LM seat prefills its whole transcript and generates: keys [n] -> (Sample fields [n, A', ...], cache).
-    valid [n, A, K]: allowed candidates (width 0 with free actions). Nothing is cached between turns."""
-    del active
+    valid [n, A, K]: allowed candidates (width 0 with free actions). Nothing is cached between turns. In a
+    turn-based game (`plan.movers` < A') only the mover's row is read; the others stay empty (masked anyway)."""
     adapters, scale, per_env_weights = weights
     tokens = take_agents(plan, obs.tokens, plan.lm_agents, 1)  # [n, A', L]
     length = take_agents(plan, obs.length, plan.lm_agents, 1)  # [n, A']
     valid = take_agents(plan, valid, plan.lm_agents, 1)  # [n, A', K]
     agent_ids = jnp.asarray(plan.lm_agents)
 
-    def one_env(k, ad_env, sc_env, tok, ln, ok):
-        def one_agent(seat, ad, s, t, l, o):
-            sample = policy.sample(jax.random.fold_in(k, seat), base, _scaled(ad, s), t[None], l[None],
-                                   o[None] if plan.actions != "free" else None)
-            return jax.tree.map(lambda x: x[0], sample)
+    def one_agent(k, seat, ad, s, t, l, o):
+        sample = policy.sample(jax.random.fold_in(k, seat), base, _scaled(ad, s), t[None], l[None],
+                               o[None] if plan.actions != "free" else None)
+        return jax.tree.map(lambda x: x[0], sample)
 
-        return jax.vmap(one_agent)(agent_ids, ad_env, sc_env, tok, ln, ok)
+    if plan.movers < plan.num_lm:
+        seat, env_of, full = mover_rows(plan, active)  # [n, 1]
+        pick = lambda x: x[env_of, seat][:, 0]  # noqa: E731  [n, A', ...] -> the movers' [n, ...]
+        if one_weight_set(plan, per_env_weights):  # every row reads the same adapters: no per-row copies
+            sample = jax.vmap(one_agent, in_axes=(0, 0, None, None, 0, 0, 0))(
+                keys, agent_ids[seat[:, 0]], jax.tree.map(lambda x: x[0], adapters), scale[0], pick(tokens),
+                pick(length), pick(valid))
+        else:
+            row_ad = jax.tree.map(pick if per_env_weights else (lambda x: x[seat[:, 0]]), adapters)
+            row_scale = pick(scale) if per_env_weights else scale[seat[:, 0]]
+            sample = jax.vmap(one_agent)(keys, agent_ids[seat[:, 0]], row_ad, row_scale, pick(tokens), pick(length),
+                                         pick(valid))
+        return type(sample)(full(sample.tokens, plan.pad_id), full(sample.logprobs, 0.0), full(sample.mask, False),
+                            full(sample.value, 0.0)), cache
+
+    def one_env(k, ad_env, sc_env, tok, ln, ok):
+        return jax.vmap(lambda *xs: one_agent(k, *xs))(agent_ids, ad_env, sc_env, tok, ln, ok)
 
     axis = 0 if per_env_weights else None
     return jax.vmap(one_env, in_axes=(0, axis, axis, 0, 0, 0))(keys, adapters, scale, tokens, length, valid), cache
+
+
+def one_weight_set(plan: Plan, per_env_weights: bool) -> bool:
+    """Every LM seat acts with the same adapters at the same scale (self-play with one shared policy)."""
+    lm = plan.lm_agents
+    return (not per_env_weights and len({plan.slot_of_agent[a] for a in lm}) == 1
+            and len({plan.agent_scale[a] for a in lm}) == 1)
+
+
+def mover_rows(plan: Plan, active: jax.Array):
+    """The rows that act this turn: (seat, env_of) [n, K] into the LM seats (K = A' when all may move, else the
+    one mover; an env with no mover picks seat 0, masked later), and `full(x [n*K, ...], fill)` -> [n, A', ...]
+    with the other seats' rows filled."""
+    n, num_lm = active.shape[0], plan.num_lm
+    act_lm = active[:, jnp.asarray(plan.lm_agents)]  # [n, A']
+    if plan.movers == num_lm:
+        seat = jnp.broadcast_to(jnp.arange(num_lm), (n, num_lm))
+    else:
+        seat = jnp.argmax(act_lm, axis=-1)[:, None]  # [n, 1] (turn-based: the one mover)
+    env_of = jnp.broadcast_to(jnp.arange(n)[:, None], seat.shape)
+
+    def full(x, fill):
+        return jnp.full((n, num_lm) + x.shape[1:], fill, x.dtype).at[env_of, seat].set(
+            x.reshape(seat.shape + x.shape[1:]))
+
+    return seat, env_of, full
 
 
 def no_cache(plan: Plan, policy: LMPolicy, obs):
@@ -156,14 +197,10 @@ def act_incremental(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights
 
     Returns (Sample fields [n, A', ...] with non-movers empty, the updated cache)."""
     adapters, scale, per_env_weights = weights
-    n, num_lm = active.shape[0], plan.num_lm
+    num_lm = plan.num_lm
     lm = jnp.asarray(plan.lm_agents)
     act_lm = active[:, lm]  # [n, A']
-    if plan.movers == num_lm:
-        seat = jnp.broadcast_to(jnp.arange(num_lm), (n, num_lm))
-    else:
-        seat = jnp.argmax(act_lm, axis=-1)[:, None]  # [n, 1] (turn-based: the one mover)
-    env_of = jnp.broadcast_to(jnp.arange(n)[:, None], seat.shape)
+    seat, env_of, full = mover_rows(plan, active)
     rows = (env_of * num_lm + seat).reshape(-1)  # [n*K] rows of the cache
     pick = lambda x: x[:, lm][env_of, seat].reshape((-1,) + x.shape[2:])  # noqa: E731
     if per_env_weights:
@@ -182,10 +219,6 @@ def act_incremental(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights
                                         transcripts.take_rows(cache, rows), plan.chunk, valid=row_valid)
     acting = act_lm[env_of, seat].reshape(-1)
     cache = transcripts.put_rows(cache, rows, part._replace(seen=jnp.where(acting, part.seen, row_len)))
-
-    def full(x, fill):  # back to [n, A', ...]: rows of seats that did not move stay empty (masked later)
-        return jnp.full((n, num_lm) + x.shape[1:], fill, x.dtype).at[env_of, seat].set(
-            x.reshape(seat.shape + x.shape[1:]))
 
     out = type(sample)(full(sample.tokens, plan.pad_id), full(sample.logprobs, 0.0), full(sample.mask, False),
                        full(sample.value, 0.0))

@@ -42,10 +42,25 @@ def score_slice(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
                                    flat(amask), flat(valid))
         return tuple(x.reshape(action.shape) for x in out)
 
+    if movers_only(plan):  # turn-based self-play, one adapter: only the seat that acted at (turn, env) is read
+        mover = jnp.argmax(batch.acted, axis=-1)  # [B, N]
+        pick = lambda x: jnp.take_along_axis(  # noqa: E731  [B, N, A_l, ...] -> the mover's [B, N, ...]
+            x, mover.reshape(mover.shape + (1,) * (x.ndim - 2)), axis=2)[:, :, 0]
+        seat = jax.nn.one_hot(mover, len(plan.loss_agents), dtype=bool)  # [B, N, A_l]
+        out = one_agent(jax.tree.map(lambda x: x[0], agents_tr), *(pick(x) for x in (
+            batch.prompt, batch.prompt_len, batch.action, batch.action_mask, batch.valid)))  # each [B, N, M]
+        return tuple(jnp.where(seat[..., None], x[:, :, None], 0.0) for x in out)
     if plan.seat_adapters:  # each env's own adapter: one call per env (fields [B, N, ...], the env axis 1)
         one_agent = jax.vmap(one_agent, in_axes=(0, 1, 1, 1, 1, 1), out_axes=1)
     return jax.vmap(one_agent, in_axes=(int(plan.seat_adapters), -2, -1, -2, -2, -2), out_axes=-2)(
         agents_tr, batch.prompt, batch.prompt_len, batch.action, batch.action_mask, batch.valid)
+
+
+def movers_only(plan: Plan) -> bool:
+    """The loss reads one row per (turn, env): a turn-based game whose loss seats share one adapter (the other
+    seats' rows are masked out of every term of the loss, so they are left at 0, not computed)."""
+    return (plan.movers == 1 and len(plan.loss_agents) > 1 and not plan.seat_adapters
+            and len({plan.slot_of_agent[a] for a in plan.loss_agents}) == 1)
 
 
 def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:
