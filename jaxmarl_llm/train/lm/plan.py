@@ -129,6 +129,9 @@ class Plan:
     def seat_adapters(self) -> bool:  # a pool with an adapter per seat: the loss seat's adapter differs per env
         return self.pool_size > 0 and self.num_slots > 1
 
+    def one_slot(self, agents: tuple[int, ...]) -> bool:  # these seats act with the same adapters
+        return len({self.slot_of_agent[a] for a in agents}) == 1
+
     def slots(self) -> jax.Array:  # [A] int
         return jnp.asarray(np.asarray(self.slot_of_agent))
 

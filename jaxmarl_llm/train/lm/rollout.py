@@ -158,8 +158,7 @@ def act_reread(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs
 def one_weight_set(plan: Plan, per_env_weights: bool) -> bool:
     """Every LM seat acts with the same adapters at the same scale (self-play with one shared policy)."""
     lm = plan.lm_agents
-    return (not per_env_weights and len({plan.slot_of_agent[a] for a in lm}) == 1
-            and len({plan.agent_scale[a] for a in lm}) == 1)
+    return not per_env_weights and plan.one_slot(lm) and len({plan.agent_scale[a] for a in lm}) == 1
 
 
 def mover_rows(plan: Plan, active: jax.Array):

@@ -60,7 +60,7 @@ def movers_only(plan: Plan) -> bool:
     """The loss reads one row per (turn, env): a turn-based game whose loss seats share one adapter (the other
     seats' rows are masked out of every term of the loss, so they are left at 0, not computed)."""
     return (plan.movers == 1 and len(plan.loss_agents) > 1 and not plan.seat_adapters
-            and len({plan.slot_of_agent[a] for a in plan.loss_agents}) == 1)
+            and plan.one_slot(plan.loss_agents))
 
 
 def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:
