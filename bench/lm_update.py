@@ -4,6 +4,8 @@ the tiny model and at a real-size preset.
     python bench/lm_update.py                                   # tic-tac-toe from scratch, tiny then qwen3-0.6b
     python bench/lm_update.py --config=configs/guess_number.py:scratch --shapes=qwen3-0.6b --num_envs=4
     python bench/lm_update.py --shapes=qwen3-0.6b --num_envs=32 --rollout_only    # decode at batch 32
+    python bench/lm_update.py --config=configs/leduc_poker.py:compact --shapes=tiny --num_envs=128 \
+        --set rollout.row_buckets=1                                 # a config setting changed (repeatable)
 
 Three programs are compiled and timed (median of --repeats calls after one warm call):
   rollout    the rollout alone (trainer.rollout);
@@ -17,6 +19,8 @@ matmul peak of this machine in the model's dtype (parallel/peak.py; the spec she
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import os
 import resource
 import sys
@@ -118,6 +122,8 @@ def main():
     parser.add_argument("--remat", default="auto", choices=("auto", "on", "off"),
                         help="model.remat: rematerialise the layers in the loss ('auto': where the update would "
                              "not fit the device without)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override, e.g. --set rollout.row_buckets=8 (repeatable)")
     args = parser.parse_args()
     print(f"{jax.devices()[0].device_kind} ({jax.devices()[0].platform}), {args.config}, {args.num_envs} envs",
           flush=True)
@@ -127,6 +133,15 @@ def main():
         config.group_size = min(config.get("group_size", 1), args.num_envs)
         config.in_graph_eval.update(every=0, average="none")  # the update alone
         config.model.remat = args.remat
+        for item in args.set:
+            key, _, value = item.partition("=")
+            *path, leaf = key.split(".")
+            node = functools.reduce(getattr, path, config)
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError):  # a bare string
+                pass
+            setattr(node, leaf, value)
         if shape != "tiny":
             config.model.update(preset=shape, dtype=args.dtype, max_position_embeddings=2048)
         r = measure(config, args.repeats, args.rollout_only)

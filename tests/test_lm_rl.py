@@ -413,3 +413,47 @@ def test_turn_based_rereads_only_the_mover_and_updates_as_if_every_seat_were_rea
         np.testing.assert_allclose(m1[k], m2[k], rtol=1e-4, atol=1e-6, err_msg=k)
     for a, b in zip(jax.tree.leaves(movers_only), jax.tree.leaves(every_seat)):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("game", ["leduc_shared", "tic_tac_toe_seat_adapters"])
+def test_reread_loss_reads_only_the_rows_with_something_to_learn_and_updates_as_if_it_read_every_row(game):
+    """Hands of varied length (re-read path): the loss forward packs the (turn, env) rows with something to learn
+    into the fewest of `rollout.row_buckets` static sizes, leaving ended games out. This rollout needs fewer than
+    every row, and one update is the update that reads every row, to float rounding."""
+    from jaxmarl_llm.train.lm import scoring
+    from jaxmarl_llm.train.lm.seats import loss_seats
+    from tiny_configs import tiny_lm_rl
+
+    if game == "leduc_shared":  # MMD: the magnet's forward is packed too
+        c = tiny_lm_rl("text/leduc_poker", "word", {"compact": True, "max_action_tokens": 4}, algo="mmd",
+                       kl_coef=0.4, group_size=1, num_envs=8, num_turns=8, ent_coef=0.1)
+        c.policy.actions = "constrained"
+    else:  # PPO with a critic: a row is needed while its game runs; each env its learner seat's adapter
+        c = tiny_lm_rl("text/tic_tac_toe", "word", {"history": False, "max_action_tokens": 4}, algo="ppo",
+                       group_size=1, num_envs=8, num_turns=12, share_policy=False, ent_coef=0.05)
+        c.opponent_pool.update(size=1, random=0.5)
+
+    def one_update(buckets):
+        c.rollout.row_buckets = buckets
+        validate_lm_rl(c)
+        trainer = lm_rl.make_train(c)
+        state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+        new, metrics = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
+        return trainer, state, jax.device_get((new.trainable, metrics))
+
+    trainer, state, (packed, m1) = one_update(4)
+    _, _, (every_row, m2) = one_update(1)
+    plan = trainer.plan
+    turns, seats, _ = trainer.rollout(jax.random.PRNGKey(0), trainer.base, state.trainable, state.pool,
+                                      jnp.arange(plan.num_envs))
+    train = loss_seats(plan, turns, seats.learns)
+    sizes = scoring.row_sizes(plan, train)
+    bucket = int(scoring.row_bucket(plan, trainer.policy, trainer.base, train))
+    assert sizes == (plan.num_turns * 2, plan.num_turns * 4, plan.num_turns * 6, plan.num_turns * 8)
+    need = int(scoring.row_need(plan, train).sum())
+    assert bucket < len(sizes) - 1 and need <= sizes[bucket], (need, sizes, bucket)  # some rows left out
+    assert {"entropy", "value_loss", "episode_return"} <= set(m1) and set(m1) == set(m2)
+    for k in m1:
+        np.testing.assert_allclose(m1[k], m2[k], rtol=1e-4, atol=1e-6, err_msg=k)
+    for a, b in zip(jax.tree.leaves(packed), jax.tree.leaves(every_row)):
+        np.testing.assert_allclose(a, b, atol=1e-5)

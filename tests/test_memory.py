@@ -32,8 +32,8 @@ def _array_shapes(hlo: str) -> set[tuple[int, ...]]:
 
 
 def test_reread_update_holds_no_copy_of_the_base_per_turn():
-    """Tic-tac-toe from scratch scores its 9 turns one at a time (games end early; ended turns are skipped).
-    Its gradient once stacked a copy of every base weight per turn ([9, ...weight] buffers: 46 GiB at 0.6B for 4
+    """Tic-tac-toe from scratch re-reads its 9 turns (games end early). A per-turn loop in its gradient once
+    stacked a copy of every base weight per turn ([9, ...weight] buffers: 46 GiB at 0.6B for 4
     games, the OOM of a real-size run); no buffer of the compiled update has that shape now."""
     c = load_config_file("configs/tic_tac_toe.py:scratch")
     c.mesh.num_devices, c.num_envs, c.in_graph_eval.every = 1, 4, 0
@@ -61,7 +61,7 @@ def _xla_bytes(compiled) -> int:
 @pytest.mark.parametrize("remat", ["off", "on"])
 @pytest.mark.parametrize("spec,kw", [
     ("tic_tac_toe.py", {"num_envs": 8, "group_size": 8}),  # incremental: KV cache, whole episodes in the loss
-    ("tic_tac_toe.py:scratch", {"num_envs": 8}),  # re-read: every turn's prompt, turns one at a time
+    ("tic_tac_toe.py:scratch", {"num_envs": 8}),  # re-read: every turn's prompt and reply, one batched forward
 ])
 def test_memory_plan_within_15_percent_of_xlas_analysis(spec, kw, remat):
     """The plan of a built trainer (train/lm/memory.py trainer_memory) against XLA's own analysis of the compiled

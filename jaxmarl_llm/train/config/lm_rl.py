@@ -83,7 +83,11 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # at a time) and an episode is scored in one forward over its final transcript; False re-reads the whole
     # transcript every turn (the reference path; envs whose observations are not growing transcripts use it)
     # (the loss forward runs at the narrowest of min_score_width x 1, 2, 4, ... or the capacity that fits)
-    c.rollout = ml_collections.ConfigDict({"incremental": True, "chunk": 64, "min_score_width": 128})
+    # row_buckets (re-read): the loss forward reads the fewest of R/b, 2R/b, ..., R of its R (turn, env) rows
+    # that holds every row with something to learn, so ended games cost nothing (b forward/backward programs
+    # compiled; 1: every row)
+    c.rollout = ml_collections.ConfigDict({"incremental": True, "chunk": 64, "min_score_width": 128,
+                                           "row_buckets": 1})
     c.algo = "grpo"  # "ppo" (value head + GAE over turns), "grpo", "rloo", "rae" (per-role running baselines)
     # PPO's critic: "ippo" = a value head on each seat's own adapter trunk; "mappo" = one centralized critic,
     # an MLP (hidden units below) over every seat's transcript summary; "world_state" = that MLP over the env's
@@ -216,7 +220,7 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
              f"must be 'off', 'on' or 'auto', got {config.model.get('remat')!r}")
     _require(isinstance(config.mesh.device_memory_gib, (int, float)) and config.mesh.device_memory_gib >= 0,
              "mesh.device_memory_gib", f"must be >= 0 (0: detect), got {config.mesh.device_memory_gib!r}")
-    check_positive_ints(config.rollout, ("chunk", "min_score_width"), prefix="rollout.")
+    check_positive_ints(config.rollout, ("chunk", "min_score_width", "row_buckets"), prefix="rollout.")
     critic = ALGORITHMS[config.algo].critic
     _require(isinstance(config.magnet_rate, (int, float)) and 0.0 <= config.magnet_rate <= 1.0, "magnet_rate",
              f"must be in [0, 1], got {config.magnet_rate!r}")

@@ -29,6 +29,7 @@ from jaxmarl_llm.models.config import ModelConfig, param_shapes, projection_shap
 from jaxmarl_llm.models.transformer import num_bytes
 from jaxmarl_llm.parallel.device_memory import GIB, device_memory_bytes
 from jaxmarl_llm.train.lm.paths import rollout_path
+from jaxmarl_llm.train.lm.scoring import score_turns
 from jaxmarl_llm.train.lm.seats import loss_seats
 
 
@@ -146,13 +147,24 @@ def loss_residual_bytes(trainer, num_devices: int = 1, platform: str | None = No
     width = max(plan.widths) if plan.widths else None
 
     def scored(trainable, mb, seqs, base):
+        if seqs is None:  # re-read: every row, the loss's widest forward (`path.score` switches on the rows)
+            return sum(x.sum() for x in score_turns(plan, policy, base, trainable, mb))
         return sum(x.sum() for x in path.score(plan, policy, base, trainable, mb, seqs, False, width))
 
     kept = saved_residuals(scored, state.trainable, mb, seqs, base)
+    # the base's layer weights sliced for the layer scan (all layers but the one `read_at` runs apart) are
+    # residuals to JAX but views to XLA, which reads them in place: no buffer of their own
+    cfg = policy.cfg
+    layer = {tuple(s) for s in _leaves(param_shapes(cfg)["layers"])}  # [layers, ...] each
+    views = {s[1:] for s in layer} | {(cfg.num_layers - 1,) + s[1:] for s in layer}
+
+    def view(a, why):
+        return ("output of slice" in why or "output of squeeze" in why) and tuple(a.shape) in views
+
     # XLA:CPU computes bfloat16 math in float32 and keeps those float32 values (a GPU / TPU keeps bfloat16)
     cpu = (platform or jax.default_backend()) == "cpu"
     return sum(math.prod(a.shape) * (4 if cpu and a.dtype == jnp.bfloat16 else a.dtype.itemsize)
-               for a, why in kept if "argument" not in why)
+               for a, why in kept if "argument" not in why and not view(a, why))
 
 
 def trainer_memory(trainer, num_devices: int = 1, fsdp: int = 1, counted: bool = True,

@@ -77,6 +77,9 @@ class Plan:
     chunk: int  # tokens prefilled per step of the incremental rollout
     widths: tuple[int, ...]  # loss-forward widths (incremental); the narrowest that fits is run
     min_score_width: int
+    # re-read: the loss forward reads the fewest of R x 1/row_buckets, 2/row_buckets, ..., R of its R (turn, env)
+    # rows that holds every row with something to learn (ended games are left out); 1: every row
+    row_buckets: int
     # objective
     central: bool  # MAPPO: one critic over every seat's transcript summary (or the env's world state)
     world_critic: int  # > 0: the central critic reads env.world_state, a vector of this size

@@ -141,8 +141,7 @@ def act_reread(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights, obs
                 keys, agent_ids[seat[:, 0]], jax.tree.map(lambda x: x[0], adapters), scale[0], pick(tokens),
                 pick(length), pick(valid))
         else:
-            row_ad = jax.tree.map(pick if per_env_weights else (lambda x: x[seat[:, 0]]), adapters)
-            row_scale = pick(scale) if per_env_weights else scale[seat[:, 0]]
+            row_ad, row_scale = row_weights(adapters, scale, per_env_weights, env_of, seat)
             sample = jax.vmap(one_agent)(keys, agent_ids[seat[:, 0]], row_ad, row_scale, pick(tokens), pick(length),
                                          pick(valid))
         return type(sample)(full(sample.tokens, plan.pad_id), full(sample.logprobs, 0.0), full(sample.mask, False),
@@ -180,6 +179,16 @@ def mover_rows(plan: Plan, active: jax.Array):
     return seat, env_of, full
 
 
+def row_weights(adapters, scale: jax.Array, per_env_weights: bool, env_of: jax.Array, seat: jax.Array):
+    """The adapters and scale of each acting row (`mover_rows`' [n, K] seat and env): ([n*K, ...], [n*K]).
+    Per-env weights (an opponent pool) are [n, A', ...], else [A', ...]."""
+    if per_env_weights:
+        take = lambda x: x[env_of, seat].reshape((-1,) + x.shape[2:])  # noqa: E731
+    else:
+        take = lambda x: x[seat].reshape((-1,) + x.shape[1:])  # noqa: E731
+    return jax.tree.map(take, adapters), take(scale)
+
+
 def no_cache(plan: Plan, policy: LMPolicy, obs):
     """The re-read path carries nothing between turns."""
     return None
@@ -202,12 +211,7 @@ def act_incremental(plan: Plan, policy: LMPolicy, keys: jax.Array, base, weights
     seat, env_of, full = mover_rows(plan, active)
     rows = (env_of * num_lm + seat).reshape(-1)  # [n*K] rows of the cache
     pick = lambda x: x[:, lm][env_of, seat].reshape((-1,) + x.shape[2:])  # noqa: E731
-    if per_env_weights:
-        row_ad = jax.tree.map(lambda x: x[env_of, seat].reshape((-1,) + x.shape[2:]), adapters)
-        row_scale = scale[env_of, seat].reshape(-1)
-    else:
-        row_ad = jax.tree.map(lambda x: x[seat].reshape((-1,) + x.shape[1:]), adapters)
-        row_scale = scale[seat].reshape(-1)
+    row_ad, row_scale = row_weights(adapters, scale, per_env_weights, env_of, seat)
     row_ad = {**row_ad, "lora": jax.tree.map(
         lambda x: x * row_scale.reshape((-1,) + (1,) * (x.ndim - 1)).astype(x.dtype), row_ad["lora"])}
     row_len = pick(obs.length)

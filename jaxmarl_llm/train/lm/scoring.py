@@ -1,8 +1,9 @@
 """Scoring recorded turns under the current (or reference) policy, and the minibatch gradient.
 
 Two ways to score, one per rollout path (train/lm/paths.py):
-  * re-read: `score_turns` runs each turn's prompt + action as one forward; turn slices with nothing to learn are
-    skipped (ended games cost nothing); `reread_grads` differentiates the loss of those scores;
+  * re-read: `score_turns` runs each turn's prompt + action as one row of a batched forward over the (turn, env)
+    rows with something to learn, packed to the fewest of a few static sizes (ended games cost nothing);
+    `reread_grads` differentiates the loss of those scores;
   * incremental: `score_episodes` runs one forward per (env, loss seat) over its final transcript and scores every
     turn, at the narrowest of `plan.widths` that covers the episode; `incremental_grads` picks that width outside
     the gradient, skips minibatches without signal, and with `num_microbatches > 1` accumulates the exact
@@ -63,40 +64,55 @@ def movers_only(plan: Plan) -> bool:
             and plan.one_slot(plan.loss_agents))
 
 
-def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False) -> Scores:
-    """`score_slice` of the minibatch: one batched forward when every turn has something to learn (a game that
-    never ends early, like MPE), else one turn at a time, skipping turns with nothing to learn (ended games
-    cost nothing). The batched forward is ~1.5x faster than the scan on CPU."""
-    if batch.prompt.shape[0] == 1:
+def row_need(plan: Plan, batch: Turns) -> jax.Array:
+    """[B, N] bool: the (turn, env) rows with something to learn: a learner acted (or, with a critic, the game
+    was running)."""
+    need = batch.acts.any(-1)
+    return need | batch.alive if ALGORITHMS[plan.algo].critic else need
+
+
+def row_sizes(plan: Plan, batch: Turns) -> tuple[int, ...]:
+    """The static row counts the loss forward may read (R/b, 2R/b, ..., R of the batch's R = B x N rows)."""
+    total = math.prod(batch.acts.shape[:2])
+    return tuple(sorted({-(-total * k // plan.row_buckets) for k in range(1, plan.row_buckets + 1)}))
+
+
+def row_bucket(plan: Plan, policy: LMPolicy, weights, batch: Turns, axis_name: str | None = None) -> jax.Array:
+    """The `lax.switch` index of the fewest rows (`row_sizes`) that hold every row with something to learn; the
+    same on every device of the fsdp group (their forwards gather together) and of `axis_name`."""
+    count = row_need(plan, batch).sum()
+    index = jnp.minimum(jnp.searchsorted(jnp.asarray(row_sizes(plan, batch)), count), len(row_sizes(plan, batch)) - 1)
+    if axis_name is not None:
+        index = jax.lax.pmax(index, axis_name)
+    return fsdp.agree_max(index.astype(jnp.int32), weights, policy.cfg)
+
+
+def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, reference: bool = False,
+                rows: int | None = None) -> Scores:
+    """`score_slice` of the minibatch as one batched forward over `rows` of its (turn, env) rows, those with
+    something to learn first (`row_need`; None: every row); the rows left out score 0. Ended games cost
+    nothing, and the pick is a gather / scatter, so the gradient flows through it."""
+    lead = batch.acts.shape[:2]  # [B, N]
+    total = math.prod(lead)
+    if rows is None or rows >= total:
         return score_slice(plan, policy, base, trainable, batch, reference)
-    critic = ALGORITHMS[plan.algo].critic
-    batch = batch._replace(info={})
-    weights = model_weights(trainable, base, reference)  # what the forwards run (sharded or not)
-    run = lambda b: score_slice(plan, policy, base, trainable, b, reference)  # noqa: E731
-
-    def need(row: Turns):  # a learner acted (or, with a critic, the game was running) at this turn
-        return jnp.any(row.acts) | (jnp.any(row.alive) if critic else False)
-
-    def one(row: Turns):
-        one_batch = jax.tree.map(lambda x: x[None], row)
-        shapes = jax.eval_shape(run, one_batch)
-        skip = lambda b: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)  # noqa: E731
-        return jax.tree.map(lambda x: x[0], jax.lax.cond(fsdp.agree_max(need(row), weights, policy.cfg), run, skip,
-                                                         one_batch))
-
-    # sharded weights (mesh.fsdp): every device of the group takes the same branch around the forwards' gathers
-    every = fsdp.agree_all(jnp.all(jax.vmap(need)(batch)), weights, policy.cfg)
-    # one turn at a time, rematerialised: the backward recomputes a turn's forward. Without it, autodiff of the
-    # map saves each turn's residuals stacked over turns, and the cond's pass the base weights through as
-    # residuals too: T copies of the base (46 GiB for a 0.6B model and a 9-turn game)
-    return jax.lax.cond(every, run, lambda b: jax.lax.map(jax.checkpoint(one), b), batch)
+    order = jnp.argsort(~row_need(plan, batch).reshape(-1), stable=True)[:rows]  # [K] needed rows first
+    packed = jax.tree.map(lambda x: x.reshape((total,) + x.shape[2:])[order][None],
+                          batch._replace(info={}))  # fields [1, K, ...]
+    out = score_slice(plan, policy, base, trainable, packed, reference)  # each [1, K, A_l, M]
+    return tuple(jnp.zeros((total,) + x.shape[2:], x.dtype).at[order].set(x[0]).reshape(lead + x.shape[2:])
+                 for x in out)
 
 
 def score_reread(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs=None, reference: bool = False,
                  width: int | None = None) -> Scores:
-    """`score_turns` with the scorer interface of the rollout paths (no episode sequences, no widths)."""
+    """`score_turns` with the scorer interface of the rollout paths, at the fewest rows that hold the batch's
+    (no gradient flows here: the switch's branches keep nothing)."""
     del seqs, width
-    return score_turns(plan, policy, base, trainable, batch, reference)
+    weights = model_weights(trainable, base, reference)
+    branches = [lambda r=r: score_turns(plan, policy, base, trainable, batch, reference, r)
+                for r in row_sizes(plan, batch)]
+    return jax.lax.switch(row_bucket(plan, policy, weights, batch), branches)
 
 
 def score_episodes(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, seqs: jax.Array,
@@ -181,8 +197,15 @@ def reread_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, 
                  seqs=None):
     """(grads, metrics) of one minibatch of turns on the re-read path (not yet reduced over devices)."""
     del seqs
-    scorer = lambda tr, reference: score_turns(plan, policy, base, tr, mb, reference)  # noqa: E731
-    return jax.grad(loss_fn, has_aux=True)(trainable, plan, scorer, mb, adv, ret, hp, axis_name)
+
+    def grad_at(rows):
+        scorer = lambda tr, reference: score_turns(plan, policy, base, tr, mb, reference, rows)  # noqa: E731
+        return jax.grad(loss_fn, has_aux=True)(trainable, plan, scorer, mb, adv, ret, hp, axis_name)
+
+    # the forward reads the fewest rows that hold the minibatch's; the switch sits outside the gradient so only
+    # the taken size's activations exist
+    bucket = row_bucket(plan, policy, model_weights(trainable, base), mb, axis_name)
+    return jax.lax.switch(bucket, [lambda r=r: grad_at(r) for r in row_sizes(plan, mb)])
 
 
 def accumulated_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, adv, ret, hp: LMHParams,
