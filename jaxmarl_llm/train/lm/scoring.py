@@ -80,8 +80,7 @@ def row_sizes(plan: Plan, batch: Turns) -> tuple[int, ...]:
 def row_bucket(plan: Plan, policy: LMPolicy, weights, batch: Turns, axis_name: str | None = None) -> jax.Array:
     """The `lax.switch` index of the fewest rows (`row_sizes`) that hold every row with something to learn; the
     same on every device of the fsdp group (their forwards gather together) and of `axis_name`."""
-    count = row_need(plan, batch).sum()
-    index = jnp.minimum(jnp.searchsorted(jnp.asarray(row_sizes(plan, batch)), count), len(row_sizes(plan, batch)) - 1)
+    index = transcripts.width_index(row_sizes(plan, batch), row_need(plan, batch).sum())
     if axis_name is not None:
         index = jax.lax.pmax(index, axis_name)
     return fsdp.agree_max(index.astype(jnp.int32), weights, policy.cfg)
