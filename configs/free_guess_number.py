@@ -38,9 +38,9 @@ from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 # prompt 57 BPE tokens + 10 x (a guess <= 7 + end + an answer <= 5) fits 200; an invalid reply's answer is 24
 ENV = {"capacity": 256, "max_action_tokens": 8, "exact": True, "sizes": (1024,), "say_range": False,
-       "bonus": "found", "digit_credit": False}
+       "bonus": "found", "digit_credit": False, "padded": False}
 # bonus: what info_bonus pays (envs/text/guess_number.py): the bits found, "expected" or "worst"; digit_credit: a
-# split bonus paid digit by digit (with --config.credit=token)
+# split bonus paid digit by digit (with --config.credit=token); padded: every number in four digits (`Guess: 0517`)
 MODEL = {"max_position_embeddings": 272}
 
 

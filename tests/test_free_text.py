@@ -2,6 +2,7 @@
 format and no skill (data/teachers.py RANDOM_PLAYERS), read through the games' BPE tokenizer."""
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,7 @@ import pytest
 
 from jaxmarl_llm.data.collect import collect
 from jaxmarl_llm.data.teachers import make_script
+from jaxmarl_llm.envs.text import parsing
 from jaxmarl_llm.envs.text.guess_number import NUM_VALUES, GuessNumber
 from jaxmarl_llm.envs.text.tic_tac_toe import TicTacToe
 from jaxmarl_llm.envs.text.twenty_questions import TwentyQuestions
@@ -177,7 +179,6 @@ def test_rl_in_free_text_from_the_format_warm_start_cuts_losses_against_random(t
 def test_exact_parsing_refuses_anything_besides_the_move(bpe):
     """exact=True: `Move: N` alone (spaces and newlines around it aside) parses; text before or after it is a
     format error, which the lenient default ignores."""
-    from jaxmarl_llm.envs.text import parsing
 
     def parse(env, text):
         ids = bpe.encode(text)
@@ -271,6 +272,45 @@ def test_guess_number_says_the_range_the_answers_leave(bpe):
     assert text.endswith("Guess: 512\nToo low.\nIt is from 513 to 1023.\nGuess: 900\nToo high.\nIt is from 513 to "
                          "899.\nGuess: 5 ok\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\nGuess: 700\n"
                          "Correct!\n"), text
+
+
+def test_guess_number_padded_writes_and_reads_every_number_in_four_digits(bpe):
+    """padded=True: the prompt, the guesses and the stated intervals write four digits (`Guess: 0512`, `It is
+    from 0513 to 1023.`); a guess in fewer or more digits is a format error (-1); the random guesser's replies
+    all parse, with four digits each; digit credit (which reads numbers without leading zeros) is refused."""
+    from jaxmarl_llm.envs.text.buffers import TextAction
+
+    env = GuessNumber(tokenizer=bpe, capacity=320, max_action_tokens=8, exact=True, say_range=True, padded=True)
+
+    def action(text):
+        ids = bpe.encode(text)
+        return TextAction(jnp.asarray([ids + [bpe.pad_id] * (8 - len(ids))], jnp.int32), jnp.asarray([len(ids)]))
+
+    def reward(text):
+        _, state = env.reset_to(jnp.int32(70))
+        return float(env.step(jax.random.PRNGKey(0), state, action(text)).reward[0])
+
+    for text, want in [("Guess: 0070", 1.0), ("Guess: 0512", 0.0), ("Guess: 70", -1.0), ("Guess: 070", -1.0),
+                       ("Guess: 00070", -1.0), ("Guess: 1024", -1.0), ("Guess: 0070 ok", -1.0)]:
+        assert reward(text) == want, text
+    _, state = env.reset_to(jnp.int32(700))
+    for guess in (512, 900, 700):
+        state = env.step(jax.random.PRNGKey(0), state, env.guess_action(jnp.int32(guess))).state
+    text = bpe.decode([int(t) for t in state.buf[0][: int(state.length[0])]])
+    assert "from 0000 to 1023" in text and "'Guess: NNNN', four digits" in text, text
+    assert text.endswith("Guess: 0512\nToo low.\nIt is from 0513 to 1023.\nGuess: 0900\nToo high.\nIt is from "
+                         "0513 to 0899.\nGuess: 0700\nCorrect!\n"), text
+    rows = _play(GuessNumber(tokenizer=bpe, capacity=256, max_turns=10, exact=True, padded=True),
+                 "text/guess_number", 10, 64)
+    assert (rows.returns >= 0).all()  # every random guess parses
+    said = bpe.decode(rows.tokens[0][rows.mask[0] & (rows.tokens[0] != bpe.eos_id)])
+    numbers = re.findall(r"Guess: (\d+)", said)
+    assert numbers and all(len(n) == 4 for n in numbers), said
+    chars = jnp.asarray(parsing.text_codes("Guess: 007"), jnp.int32)
+    assert parsing.parse_int(chars, jnp.int32(10), "guess", max_digits=4, min_digits=3) == (7, True)
+    assert not parsing.parse_int(chars, jnp.int32(10), "guess", max_digits=4, min_digits=4)[1]
+    with pytest.raises(ValueError, match="does not take padded=True"):
+        GuessNumber(tokenizer=bpe, info_bonus=1.0, bonus="expected", digit_credit=True, padded=True)
 
 
 def test_guess_number_sizes_mix_ranges_each_bisected_to_one_bonus(bpe):

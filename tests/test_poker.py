@@ -225,29 +225,36 @@ def test_in_graph_exploitability_equals_the_policy_read_outside_the_update():
     assert abs(bets - p_bet) < 4 * np.sqrt(p_bet * (1 - p_bet) / n) + 1e-3, (bets, p_bet)
 
 
-@pytest.mark.parametrize("start", [0, 2])
-def test_the_average_policy_in_the_update_equals_the_average_taken_outside(start):
-    """in_graph_eval.average: after each update (eval every update) the update's eval/average_exploitability
-    equals the exploitability of the reach-weighted average of the tables read outside after every update so far
-    (weights = update step, "linear"), from update `average_from` on; after the first counted update the average
-    is that update's policy."""
+@pytest.mark.parametrize("start,every,average_every", [(0, 1, 0), (2, 1, 0), (0, 3, 1), (0, 2, 3)])
+def test_the_average_policy_in_the_update_equals_the_average_taken_outside(start, every, average_every):
+    """in_graph_eval.average: the update's eval/average_exploitability equals the exploitability of the
+    reach-weighted average of the tables read outside after every update that joined it (weights = update step,
+    "linear"): each evaluated one (`every`, and update 1), or with `average_every` every such update whether
+    evaluated or not, from update `average_from` on; after the first counted update the average is that
+    update's policy."""
     from jaxmarl_llm.evaluation import exploitability as lm_ex
     from jaxmarl_llm.policies.lm_policy import model_weights
 
-    trainer = _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("random",), "seed": 0,
-                                           "average": "linear", "average_from": start})
+    trainer = _kuhn_trainer(in_graph_eval={"every": every, "episodes": 8, "opponents": ("random",), "seed": 0,
+                                           "average": "linear", "average_from": start,
+                                           "average_every": average_every})
     env, tree = trainer.env, trainer.env.tree
     state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
     step = jax.jit(trainer.update)
     total = lm_ex.empty_total(tree)
-    for t in range(1, 4):
+    for t in range(1, 7 if every > 1 else 4):
         state, metrics = step(state, trainer.hparams, trainer.base)
         lora = jax.tree.map(lambda x: x[0], state.trainable["lora"])
         table = lm_ex.policy_table(env, trainer.policy, model_weights(state.trainable, trainer.base), (lora, lora))
-        total = lm_ex.accumulate(tree, total, table, float(t) * (t >= start))
+        joins = t % average_every == 0 if average_every else (t % every == 0 or t == 1)
+        if joins:
+            total = lm_ex.accumulate(tree, total, table, float(t) * (t >= start))
+        if not (t % every == 0 or t == 1):
+            assert np.isnan(float(metrics["eval/average_exploitability"]))
+            continue
         want = ex.exploitability(tree, lm_ex.average(tree, total))
         assert float(metrics["eval/average_exploitability"]) == pytest.approx(float(want.exploitability), abs=1e-5)
-        if t == max(start, 1):
+        if t == max(start, 1) and joins:
             assert float(metrics["eval/average_nash_conv"]) == pytest.approx(float(metrics["eval/nash_conv"]),
                                                                             abs=1e-5)
     assert float(metrics["eval/average_exploitability"]) != pytest.approx(float(metrics["eval/exploitability"]),
@@ -268,6 +275,9 @@ def test_an_average_policy_needs_a_game_tree_and_an_evaluation():
     with pytest.raises(ConfigError, match="in_graph_eval.average_from: must be an update number >= 0, got -5"):
         _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("random",), "seed": 0,
                                      "average": "uniform", "average_from": -5})
+    with pytest.raises(ConfigError, match="in_graph_eval.average_every: must be a number of updates >= 0"):
+        _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("random",), "seed": 0,
+                                     "average": "uniform", "average_every": -1})
     c = lm_rl_defaults()
     c.env_name, c.tokenizer = "text/tic_tac_toe", "word"
     c.model.update(TINY_MODEL)

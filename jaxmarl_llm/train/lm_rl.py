@@ -144,6 +144,7 @@ def make_plan(config, env, tokenizer, policy: LMPolicy) -> Plan:
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
         eval_average=str(config.in_graph_eval.get("average", "none")),
         eval_average_from=int(config.in_graph_eval.get("average_from", 0)),
+        eval_average_every=int(config.in_graph_eval.get("average_every", 0)),
         eval_cross_play=int(config.in_graph_eval.get("cross_play", 0)),
         eval_exact=bool(config.in_graph_eval.get("exact", False)),
         eval_cross_play_temperature=float(config.in_graph_eval.get("cross_play_temperature", 1.0)),
@@ -333,6 +334,17 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
         league = cross_play.league(env, play.with_temperature(policy, plan.eval_cross_play_temperature),
                                    plan.num_turns, names, plan.eval_opponents, plan.eval_cross_play, plan.eval_seed)
 
+    evaluated = (step % plan.eval_every == 0) | (step == 1)
+
+    def add_iterate(total, table):  # [I + 1, A]: the sum with this update's policy table [I, A] in it
+        weight = exploitability.AVERAGE_WEIGHTS[plan.eval_average](step) * (step >= plan.eval_average_from)
+        return exploitability.accumulate(env.tree, total, table, weight)
+
+    if average is not None and plan.eval_average_every:  # iterates join the average between evaluations too
+        average = jax.lax.cond(step % plan.eval_average_every == 0, lambda total: add_iterate(
+            total, exploitability.policy_table(env, policy, model_weights(trainable, base), seat_loras)),
+            lambda total: total, average)
+
     def games():
         weights = model_weights(trainable, base)
         out, total = versus(weights, seat_loras), average
@@ -342,8 +354,8 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
             table = exploitability.policy_table(env, policy, weights, seat_loras)  # [I, A]
             out.update(exploitability.table_metrics(env.tree, table))
             if average is not None:
-                weight = exploitability.AVERAGE_WEIGHTS[plan.eval_average](step) * (step >= plan.eval_average_from)
-                total = exploitability.accumulate(env.tree, average, table, weight)
+                if not plan.eval_average_every:
+                    total = add_iterate(average, table)
                 out.update(exploitability.table_metrics(env.tree, exploitability.average(env.tree, total),
                                                         "average_"))
         if plan.eval_cross_play:  # the pool as refresh_pool left it after the previous update
@@ -356,7 +368,7 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
         shapes = jax.eval_shape(games)[0]
         return jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), shapes), average
 
-    return jax.lax.cond((step % plan.eval_every == 0) | (step == 1), games, skipped)
+    return jax.lax.cond(evaluated, games, skipped)
 
 
 def _world_size(env) -> int:

@@ -40,6 +40,11 @@ reply's -1 goes to the token where it stopped being the start of any `Guess: N` 
 GAE horizon (`gae_lambda` well below 1) still blames the token that broke the format. Measured (docs/results.md):
 with `gae_lambda` near 1 the parts only move the baseline, below it they lean on a value per token.
 
+`padded=True` writes every number with four digits, zero-padded, in the replies (`Guess: 0517`, and only that: a
+guess of fewer digits is a format error) and in the intervals `say_range` states (`It is from 0513 to 1023.`): each
+digit at a fixed place, as the binary-search teacher of configs/sft_guess_number.py writes its guesses, so the
+digits of a guess line up with those of the interval it halves.
+
 `sizes=(16, 64, 256, 1024)` is a curriculum by mixture: each episode draws its range 0..n-1 uniformly from
 `sizes` (the prompt says which; the secret is a training secret below n; the bonus counts bits of that range, so
 every game's total is b). Small ranges are bisected in a few guesses, where a policy meets each interval often;
@@ -62,6 +67,10 @@ NUM_VALUES = 1024
 PROMPT = (
     "I am thinking of a whole number from 0 to {top}. Find it in at most {turns} guesses.\n"
     "Reply with 'Guess: N'. I will answer too high, too low or correct.\n"
+)
+PADDED_PROMPT = (  # padded=True: every number in four digits
+    "I am thinking of a whole number from 0000 to {top:04d}. Find it in at most {turns} guesses.\n"
+    "Reply with 'Guess: NNNN', four digits. I will answer too high, too low or correct.\n"
 )
 RANGE_WORDS = ("It is from ", " to ", ".\n")  # say_range: the interval the answers so far leave
 FEEDBACK = ("\nToo high.\n", "\nToo low.\n", "\nCorrect!\n", "\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\n")
@@ -156,6 +165,7 @@ class GuessNumber(TextEnv):
         sizes: tuple[int, ...] = (NUM_VALUES,),
         bonus: str = "found",
         digit_credit: bool = False,
+        padded: bool = False,
     ):
         super().__init__(tokenizer, ("guesser",), capacity, max_action_tokens)
         splits = secret_split(test_fraction, seed)
@@ -173,6 +183,10 @@ class GuessNumber(TextEnv):
         if self.digit_credit and (bonus not in BONUS_OF_SPLIT or not self.info_bonus):
             raise ValueError(f"digit_credit pays a split's bonus by digit: it needs info_bonus > 0 and bonus in "
                              f"{sorted(BONUS_OF_SPLIT)}, got info_bonus={info_bonus}, bonus={bonus!r}")
+        self.padded = bool(padded)
+        if self.padded and self.digit_credit:
+            raise ValueError("digit_credit reads a guess's digits as written without leading zeros: it does not "
+                             "take padded=True")
         self.exact = bool(exact)  # a reply must be `Guess: N` and nothing more (parsing.parse_int's `exact`)
         self.say_range = bool(say_range)
         self.sizes = tuple(int(n) for n in sizes)
@@ -181,18 +195,24 @@ class GuessNumber(TextEnv):
             raise ValueError(f"sizes: each range size must be in 2..{NUM_VALUES}, got {sizes!r}")
         if self.say_range:  # only then: a word tokenizer's vocabulary is every text the env encodes when built
             self.range_words = self.codec.table(RANGE_WORDS)
-            self.numbers = self.codec.table([str(v) for v in range(NUM_VALUES)])
+            self.numbers = self.codec.table([self.write(v) for v in range(NUM_VALUES)])
         self.feedback = self.codec.table(FEEDBACK)
-        self.guesses = self._action_table([f"Guess: {n}" for n in range(NUM_VALUES)])
+        self.guesses = self._action_table([f"Guess: {self.write(n)}" for n in range(NUM_VALUES)])
+        prompt = PADDED_PROMPT if self.padded else PROMPT
         self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
         said = [self.range_words.width, self.numbers.width] if self.say_range else []
         if self.one_range:  # one constant prompt in the starting buffer
-            self._setup([self.codec.encode(PROMPT.format(top=NUM_VALUES - 1, turns=max_turns))], [self.feedback.width, *said])
+            self._setup([self.codec.encode(prompt.format(top=NUM_VALUES - 1, turns=max_turns))],
+                        [self.feedback.width, *said])
         else:  # the prompt of the episode's range is appended at reset; the last row is the full range's
             rows = [*self.sizes, NUM_VALUES]
             self.size_of_row = jnp.asarray(rows, jnp.int32)
-            self.prompts = self.codec.table([PROMPT.format(top=n - 1, turns=max_turns) for n in rows])
+            self.prompts = self.codec.table([prompt.format(top=n - 1, turns=max_turns) for n in rows])
             self._setup([[]], [self.feedback.width, *said, self.prompts.width])
+
+    def write(self, value: int) -> str:
+        """A number as this env writes it: `517`, or `0517` when padded."""
+        return f"{value:04d}" if self.padded else str(value)
 
     @property
     def default_params(self) -> TextParams:
@@ -226,7 +246,8 @@ class GuessNumber(TextEnv):
 
     def _step(self, key, state, tokens, length, params):
         chars, n = self._chars(tokens, length)
-        value, ok = parsing.parse_int(chars[0], n[0], keyword="guess", max_digits=4, exact=self.exact)
+        value, ok = parsing.parse_int(chars[0], n[0], keyword="guess", max_digits=MAX_DIGITS, exact=self.exact,
+                                      min_digits=MAX_DIGITS if self.padded else 1)
         ok = ok & (value < NUM_VALUES)
         outcome = jnp.where(~ok, INVALID, jnp.where(value > state.secret, TOO_HIGH, jnp.where(value < state.secret, TOO_LOW, CORRECT)))
         correct = outcome == CORRECT

@@ -88,11 +88,12 @@ def find_keyword(chars: jax.Array, n: jax.Array, keyword: str) -> tuple[jax.Arra
 
 def parse_int(
     chars: jax.Array, n: jax.Array, keyword: str | None = None, max_digits: int = 9, signed: bool = False,
-    exact: bool = False,
+    exact: bool = False, min_digits: int = 1,
 ) -> tuple[jax.Array, jax.Array]:
     """The integer after `keyword` (then optional ':'/'=' and spaces), e.g. 'Guess: 512' -> (512, True).
 
-    Malformed (no keyword, no digits, more than `max_digits` digits) -> (0, False).
+    Malformed (no keyword, no digits, fewer than `min_digits` or more than `max_digits` digits) -> (0, False):
+    `min_digits = max_digits` asks for a number written at a fixed width, zero-padded ('Guess: 0512').
     Text after the number is ignored; `exact`: the reply must be the keyword and the number and nothing else
     (spaces and newlines around them aside), so 'Move: 5 and then' is malformed. An RL policy in free text needs
     it: text a lenient parser ignores costs nothing, and an entropy bonus then rewards filling it with noise.
@@ -103,8 +104,8 @@ def parse_int(
         found, after = jnp.bool_(True), jnp.int32(0)
     else:
         found, after = find_keyword(chars, n, keyword)
-    value, ok, _, end = _int_from(chars, n, after, max_digits, signed)
-    ok = found & ok
+    value, ok, first, end = _int_from(chars, n, after, max_digits, signed)
+    ok = found & ok & (end - first >= min_digits)
     if exact:
         begin = after - (len(keyword) if keyword is not None else 0)
         ok = ok & _blank_outside(chars, n, begin, end)

@@ -162,13 +162,16 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # average (poker): also evaluate the average policy of the evaluated iterates, "uniform" or "linear" in the
     # update step (evaluation/exploitability.py AVERAGE_WEIGHTS); "none" = the last iterate only; average_from:
     # only the iterates evaluated at this update (as numbered in metrics.csv) or later count (uniform play before)
+    # average_every: an iterate joins the average every this many updates (its policy table alone, no games),
+    # not only at evaluations (0 = at each evaluation)
     # cross_play (self-play with a pool): also every pair among the learner, its snapshots (snap1 = the newest) and
     # `opponents`, this many games a pair (half per seat order), sampled at cross_play_temperature: a Bradley-Terry
     # Elo per player, eval/rating/<name> (random = 1000), and eval/xplay/<row>/<col> (mean return); 0 = off
     # exact (tic-tac-toe with history=False): also the greedy policy's exact rates against random and minimax from
     # its move at every position, eval/exact_<opponent>_<win|draw|loss> (and per seat) (evaluation/tic_tac_toe_exact.py)
     c.in_graph_eval = ml_collections.ConfigDict({"every": 0, "episodes": 400, "opponents": ("random", "minimax"),
-                                                 "seed": 0, "average": "none", "average_from": 0, "cross_play": 0,
+                                                 "seed": 0, "average": "none", "average_from": 0, "average_every": 0,
+                                                 "cross_play": 0,
                                                  "cross_play_temperature": 1.0, "exact": False})
     # stability guards (run/runner.py Guard): warn once, with the update number, when the policy's entropy falls
     # below min_entropy or its KL to the reference (adapters off) rises above max_kl_ref; 0 = off. max_kl_ref > 0
@@ -327,6 +330,9 @@ def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:
     start = ev.get("average_from", 0)
     _require(isinstance(start, int) and start >= 0, "in_graph_eval.average_from",
              f"must be an update number >= 0, got {start!r}")
+    every = ev.get("average_every", 0)
+    _require(isinstance(every, int) and every >= 0, "in_graph_eval.average_every",
+             f"must be a number of updates >= 0 (0 = at each evaluation), got {every!r}")
     games = ev.get("cross_play", 0)
     _require(isinstance(games, int) and games >= 0 and games % 2 == 0, "in_graph_eval.cross_play",
              f"must be an even number of games per pair (half in each seat order), 0 = off; got {games!r}")

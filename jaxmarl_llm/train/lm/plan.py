@@ -107,6 +107,9 @@ class Plan:
     # (evaluation/exploitability.py); "none" = off
     eval_average: str = "none"
     eval_average_from: int = 0  # ... counting only the iterates evaluated at this update (metrics.csv numbers) or later
+    # ... an iterate joins the average every `eval_average_every` updates (its policy table only: one batched
+    # forward, no games); 0 = at each evaluation
+    eval_average_every: int = 0
     # self-play with a pool: also every pair among the learner, its snapshots and `eval_opponents`, this many
     # games a pair, sampled at `eval_cross_play_temperature` (evaluation/cross_play.py `league`); 0 = off
     # tic-tac-toe with position-only observations: also the exact rates (evaluation/tic_tac_toe_exact.py `in_graph`)
