@@ -31,7 +31,8 @@ answers (the run's transcripts.jsonl); the same at width 128 (`--config.model.hi
 `--config.gamma=0` 0.98%; each digit paid its own part (`--config.env_kwargs.digit_credit=True
 --config.credit=token_by_turn`, gamma 0, `bonus=expected`) 0.49%: with gae_lambda 0.95 the parts add up to the
 same returns, and at gae_lambda 0.5 (with critic.lr=1e-3: 1e-2 overshoots a per-token value) the curve is the
-same (docs/results.md).
+same (docs/results.md); every number in four digits (`--config.env_kwargs.padded=True`, capacity 384, both
+stages) 2.4% after 1000 updates.
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults
