@@ -64,14 +64,11 @@ from jaxmarl_llm.envs.text.buffers import TextAction
 
 NUM_VALUES = 1024
 
-PROMPT = (
-    "I am thinking of a whole number from 0 to {top}. Find it in at most {turns} guesses.\n"
-    "Reply with 'Guess: N'. I will answer too high, too low or correct.\n"
+PROMPT = (  # low, top: written as the env writes numbers; reply: REPLY_FORM[padded]
+    "I am thinking of a whole number from {low} to {top}. Find it in at most {turns} guesses.\n"
+    "Reply with {reply}. I will answer too high, too low or correct.\n"
 )
-PADDED_PROMPT = (  # padded=True: every number in four digits
-    "I am thinking of a whole number from 0000 to {top:04d}. Find it in at most {turns} guesses.\n"
-    "Reply with 'Guess: NNNN', four digits. I will answer too high, too low or correct.\n"
-)
+REPLY_FORM = {False: "'Guess: N'", True: "'Guess: NNNN', four digits"}
 RANGE_WORDS = ("It is from ", " to ", ".\n")  # say_range: the interval the answers so far leave
 FEEDBACK = ("\nToo high.\n", "\nToo low.\n", "\nCorrect!\n", "\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\n")
 TOO_HIGH, TOO_LOW, CORRECT, INVALID = range(4)
@@ -198,21 +195,23 @@ class GuessNumber(TextEnv):
             self.numbers = self.codec.table([self.write(v) for v in range(NUM_VALUES)])
         self.feedback = self.codec.table(FEEDBACK)
         self.guesses = self._action_table([f"Guess: {self.write(n)}" for n in range(NUM_VALUES)])
-        prompt = PADDED_PROMPT if self.padded else PROMPT
         self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
         said = [self.range_words.width, self.numbers.width] if self.say_range else []
         if self.one_range:  # one constant prompt in the starting buffer
-            self._setup([self.codec.encode(prompt.format(top=NUM_VALUES - 1, turns=max_turns))],
-                        [self.feedback.width, *said])
+            self._setup([self.codec.encode(self.prompt(NUM_VALUES, max_turns))], [self.feedback.width, *said])
         else:  # the prompt of the episode's range is appended at reset; the last row is the full range's
             rows = [*self.sizes, NUM_VALUES]
             self.size_of_row = jnp.asarray(rows, jnp.int32)
-            self.prompts = self.codec.table([prompt.format(top=n - 1, turns=max_turns) for n in rows])
+            self.prompts = self.codec.table([self.prompt(n, max_turns) for n in rows])
             self._setup([[]], [self.feedback.width, *said, self.prompts.width])
 
     def write(self, value: int) -> str:
         """A number as this env writes it: `517`, or `0517` when padded."""
         return f"{value:04d}" if self.padded else str(value)
+
+    def prompt(self, size: int, turns: int) -> str:
+        """The opening text of a game over 0..size-1."""
+        return PROMPT.format(low=self.write(0), top=self.write(size - 1), turns=turns, reply=REPLY_FORM[self.padded])
 
     @property
     def default_params(self) -> TextParams:
