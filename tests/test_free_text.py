@@ -276,8 +276,9 @@ def test_guess_number_says_the_range_the_answers_leave(bpe):
 
 def test_guess_number_padded_writes_and_reads_every_number_in_four_digits(bpe):
     """padded=True: the prompt, the guesses and the stated intervals write four digits (`Guess: 0512`, `It is
-    from 0513 to 1023.`); a guess in fewer or more digits is a format error (-1); the random guesser's replies
-    all parse, with four digits each; digit credit (which reads numbers without leading zeros) is refused."""
+    from 0513 to 1023.`); a guess in fewer or more digits is a format error (-1) whose line asks for four; the
+    random guesser's replies all parse, with four digits each; digit credit (which reads numbers without leading
+    zeros) is refused."""
     from jaxmarl_llm.envs.text.buffers import TextAction
 
     env = GuessNumber(tokenizer=bpe, capacity=320, max_action_tokens=8, exact=True, say_range=True, padded=True)
@@ -300,6 +301,10 @@ def test_guess_number_padded_writes_and_reads_every_number_in_four_digits(bpe):
     assert "from 0000 to 1023" in text and "'Guess: NNNN', four digits" in text, text
     assert text.endswith("Guess: 0512\nToo low.\nIt is from 0513 to 1023.\nGuess: 0900\nToo high.\nIt is from "
                          "0513 to 0899.\nGuess: 0700\nCorrect!\n"), text
+    _, state = env.reset_to(jnp.int32(70))
+    state = env.step(jax.random.PRNGKey(0), state, action("Guess: 70")).state  # refused: the line says the form
+    text = bpe.decode([int(t) for t in state.buf[0][: int(state.length[0])]])
+    assert text.endswith("Guess: 70\nInvalid. Reply with 'Guess: NNNN', NNNN from 0000 to 1023.\n"), text
     rows = _play(GuessNumber(tokenizer=bpe, capacity=256, max_turns=10, exact=True, padded=True),
                  "text/guess_number", 10, 64)
     assert (rows.returns >= 0).all()  # every random guess parses

@@ -336,12 +336,17 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
 
     evaluated = (step % plan.eval_every == 0) | (step == 1)
 
-    def add_iterate(total, table):  # [I + 1, A]: the sum with this update's policy table [I, A] in it
+    # the updates whose iterate joins the average: every `eval_average_every`-th, else the evaluated ones
+    joins = (step % plan.eval_average_every == 0) if plan.eval_average_every else evaluated
+
+    def add_iterate(total, table):  # [I + 1, A]: the sum with this update's policy table [I, A] in it (if it joins)
         weight = exploitability.AVERAGE_WEIGHTS[plan.eval_average](step) * (step >= plan.eval_average_from)
+        if plan.eval_average_every:  # an evaluated update that does not join adds zero
+            weight = weight * joins
         return exploitability.accumulate(env.tree, total, table, weight)
 
-    if average is not None and plan.eval_average_every:  # iterates join the average between evaluations too
-        average = jax.lax.cond(step % plan.eval_average_every == 0, lambda total: add_iterate(
+    if average is not None and plan.eval_average_every:  # between evaluations too: the policy table alone, no games
+        average = jax.lax.cond(joins & ~evaluated, lambda total: add_iterate(
             total, exploitability.policy_table(env, policy, model_weights(trainable, base), seat_loras)),
             lambda total: total, average)
 
@@ -353,9 +358,8 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
         if exploitability.has_infosets(env):  # poker: the exact distance to equilibrium of the sampling policy
             table = exploitability.policy_table(env, policy, weights, seat_loras)  # [I, A]
             out.update(exploitability.table_metrics(env.tree, table))
-            if average is not None:
-                if not plan.eval_average_every:
-                    total = add_iterate(average, table)
+            if average is not None:  # the table read once, for the numbers and the average
+                total = add_iterate(average, table)
                 out.update(exploitability.table_metrics(env.tree, exploitability.average(env.tree, total),
                                                         "average_"))
         if plan.eval_cross_play:  # the pool as refresh_pool left it after the previous update

@@ -70,7 +70,8 @@ PROMPT = (  # low, top: written as the env writes numbers; reply: REPLY_FORM[pad
 )
 REPLY_FORM = {False: "'Guess: N'", True: "'Guess: NNNN', four digits"}
 RANGE_WORDS = ("It is from ", " to ", ".\n")  # say_range: the interval the answers so far leave
-FEEDBACK = ("\nToo high.\n", "\nToo low.\n", "\nCorrect!\n", "\nInvalid. Reply with 'Guess: N', N from 0 to 1023.\n")
+FEEDBACK = ("\nToo high.\n", "\nToo low.\n", "\nCorrect!\n",
+            "\nInvalid. Reply with 'Guess: {n}', {n} from {low} to {top}.\n")  # n: N, or NNNN when padded
 TOO_HIGH, TOO_LOW, CORRECT, INVALID = range(4)
 BONUSES = ("found", "expected", "worst")  # info_bonus pays the bits a guess's answer removed, or removes in expectation
 # over the secrets still possible, or removes at least (whichever the answer)
@@ -193,7 +194,8 @@ class GuessNumber(TextEnv):
         if self.say_range:  # only then: a word tokenizer's vocabulary is every text the env encodes when built
             self.range_words = self.codec.table(RANGE_WORDS)
             self.numbers = self.codec.table([self.write(v) for v in range(NUM_VALUES)])
-        self.feedback = self.codec.table(FEEDBACK)
+        self.feedback = self.codec.table([line.format(n="NNNN" if self.padded else "N", low=self.write(0),
+                                                      top=self.write(NUM_VALUES - 1)) for line in FEEDBACK])
         self.guesses = self._action_table([f"Guess: {self.write(n)}" for n in range(NUM_VALUES)])
         self.action_candidates = self.guesses.rows()  # every number in range (mask: all valid)
         said = [self.range_words.width, self.numbers.width] if self.say_range else []
