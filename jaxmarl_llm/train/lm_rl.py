@@ -340,9 +340,7 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
     joins = (step % plan.eval_average_every == 0) if plan.eval_average_every else evaluated
 
     def add_iterate(total, table):  # [I + 1, A]: the sum with this update's policy table [I, A] in it (if it joins)
-        weight = exploitability.AVERAGE_WEIGHTS[plan.eval_average](step) * (step >= plan.eval_average_from)
-        if plan.eval_average_every:  # an evaluated update that does not join adds zero
-            weight = weight * joins
+        weight = exploitability.AVERAGE_WEIGHTS[plan.eval_average](step) * (step >= plan.eval_average_from) * joins
         return exploitability.accumulate(env.tree, total, table, weight)
 
     if average is not None and plan.eval_average_every:  # between evaluations too: the policy table alone, no games
