@@ -1,5 +1,7 @@
 """Decoder internals that need no reference model: presets, attention backends, rope scaling."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -189,3 +191,65 @@ def test_read_at_equals_the_whole_forward_at_those_positions(num_layers, per_row
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=2e-6 * scale)
     with pytest.raises(ValueError, match="read_at"):
         transformer.forward(params, tokens, cfg, read_at=at, logit_index=at[:, 0])
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_dense_gradients_match_autodiff_of_the_plain_product(dtype):
+    """transformer._dense (a base projection) has a hand-written backward that runs dx in the compute dtype;
+    autodiff of the rounded product is the reference, to that dtype's rounding. A float32 master kernel read in
+    bf16 gets a float32 gradient; a frozen one none."""
+    ks = jax.random.split(jax.random.PRNGKey(6), 3)
+    x = jax.random.normal(ks[0], (3, 7, 12)).astype(dtype)
+    kernel = jax.random.normal(ks[1], (12, 9), jnp.float32)  # a float32 master, read in `dtype`
+    w = jax.random.normal(ks[2], (3, 7, 9))
+
+    def loss(f):
+        return lambda x, k: jnp.sum(f(x, k).astype(dtype).astype(jnp.float32) * w)
+
+    plain = lambda x, k: jnp.einsum("...i,io->...o", x, k.astype(x.dtype), preferred_element_type=jnp.float32)  # noqa: E731
+    ours = jax.grad(loss(transformer._dense), argnums=(0, 1))(x, kernel)
+    ref = jax.grad(loss(plain), argnums=(0, 1))(x, kernel)
+    tol = 1e-5 if dtype == jnp.float32 else 2e-2
+    for g, r in zip(ours, ref):
+        assert g.dtype == r.dtype and g.shape == r.shape
+        scale = float(jnp.max(jnp.abs(r.astype(jnp.float32))))
+        np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(r, np.float32), atol=tol * scale)
+    assert ours[1].dtype == jnp.float32
+    jaxpr = str(jax.make_jaxpr(jax.grad(loss(transformer._dense)))(x, kernel))  # x only: no kernel product
+    assert jaxpr.count("dot_general") == 2, jaxpr  # the forward's and dx's
+
+
+def test_bf16_layers_run_from_their_bits_and_refuse_a_gradient():
+    """16-bit layer weights enter the layer scan as their bits (XLA:CPU otherwise carries a float32 copy of
+    the whole stack through the loop, and a frozen kernel's gradient was stacked per layer): the forward equals
+    the float32-cast model's to bf16 rounding, the LoRA gradient's program holds no float32 or per-layer copy
+    of a kernel stack, and differentiating the bf16 weights themselves is refused (a float32 copy trains)."""
+    from jaxmarl_llm.models.lora import LoraConfig, init_lora
+
+    cfg = config.tiny("qwen3", num_layers=6, dtype="bfloat16", param_dtype="bfloat16")
+    assert cfg.num_layers - 1 > transformer.UNROLLED_LAYERS  # the scan
+    params = transformer.init_params(cfg, jax.random.PRNGKey(0), std=0.1)
+    lcfg = LoraConfig(rank=4)
+    lora = jax.tree.map(lambda x: x + 0.05, init_lora(jax.random.PRNGKey(1), cfg, lcfg))
+    tokens = jax.random.randint(jax.random.PRNGKey(3), (4, 10), 0, cfg.vocab_size)
+    at = jnp.full((4, 2), 8)
+
+    def hidden(p, lo):
+        return transformer.forward(p, tokens, cfg, lora=lo, lora_scale=lcfg.scale, read_at=at)[1]
+
+    master = jax.tree.map(lambda a: a.astype(jnp.float32), params)  # float32 storage, bf16 compute
+    np.testing.assert_allclose(np.asarray(hidden(params, lora), np.float32),
+                               np.asarray(hidden(master, lora), np.float32), atol=0.05)
+    loss = lambda lo, p: jnp.sum(hidden(p, lo).astype(jnp.float32) ** 2)  # noqa: E731
+    g16, g32 = jax.grad(loss)(lora, params), jax.grad(loss)(lora, master)
+    for a, b in zip(jax.tree.leaves(g16), jax.tree.leaves(g32)):  # the same values, read the same way
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-3, atol=1e-3 * float(jnp.max(jnp.abs(b))))
+    text = jax.jit(jax.grad(loss)).lower(lora, params).compile().as_text()
+    d, f = cfg.hidden_size, cfg.intermediate_size
+    stacks = {s for n in (cfg.num_layers - 1, cfg.num_layers) for s in ((n, d, f), (n, f, d))}  # scanned / all
+    made = [(dt, op) for dt, shape, op in re.findall(r"= (\w+)\[([\d,]+)\]\{[^}]*\} ([\w-]+)\(", text)
+            if tuple(map(int, shape.split(","))) in stacks and dt in ("f32", "bf16") and op != "parameter"]
+    assert not made, made  # no float32 copy of a kernel stack, no kernel-shaped stack built in the loop
+    with pytest.raises(TypeError, match="16-bit weights are read as constants"):
+        jax.grad(lambda p: loss(lora, p))(params)
+    assert jax.tree.leaves(jax.grad(lambda p: loss(lora, p))(master))[0].dtype == jnp.float32

@@ -42,7 +42,7 @@ under a gradient. Whole params run exactly the code above, with no gather.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -56,6 +56,46 @@ from jaxmarl_llm.models.rope import apply_rope, inv_freq
 Params = dict[str, Any]
 Cache = dict[str, jax.Array]
 UNROLLED_LAYERS = 4  # a full-sequence forward of this many layers or fewer runs them as a Python loop, not a scan
+
+HALF = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+
+
+@jax.custom_jvp
+def _half_bits(w: jax.Array) -> jax.Array:
+    """A 16-bit float array's bits as uint16: the form stacked weights enter the layer scan in.
+
+    Why: XLA:CPU carries a bf16 array through a while loop (and slices it) in float32, so a scan over stacked
+    bf16 layers converted the whole base to float32 on every call (a fifth of a 0.6B forward, more of its
+    backward); integers it leaves alone. The bits carry no gradient, so a differentiated 16-bit weight is
+    refused here (train a float32 copy: train/lm/weights.py float32_master)."""
+    return jax.lax.bitcast_convert_type(w, jnp.uint16)
+
+
+@_half_bits.defjvp
+def _half_bits_jvp(primals, tangents):
+    raise TypeError("forward: 16-bit weights are read as constants (no gradient); differentiate a float32 copy "
+                    "of them (train/lm/weights.py float32_master), which forward casts at each use")
+
+
+def layers_in(layers: Params) -> tuple[Params, Callable[[Params], Params], Any]:
+    """(the stacked layer weights with 16-bit leaves as their bits, the function that reads one layer's slice of
+    them, the 16-bit dtype or None). The read turns norms and biases back; kernels stay bits until `_dense`
+    reads them, so a backward keeps the scan's own slice, not a 16-bit copy the scan would stack per layer."""
+    dtypes = jax.tree.map(lambda a: a.dtype, layers)
+    half = {d for d in jax.tree.leaves(dtypes) if d in HALF}
+    if len(half) > 1:
+        raise ValueError(f"forward: layer weights mix 16-bit dtypes {sorted(map(str, half))}")
+    bits = jax.tree.map(lambda a: _half_bits(a) if a.dtype in HALF else a, layers)
+
+    def read(one: Params) -> Params:
+        def leaf(path, a, d):
+            kernel = jax.tree_util.keystr(path).endswith("['kernel']")
+            return jax.lax.bitcast_convert_type(a, d) if d in HALF and not kernel else a
+
+        return jax.tree_util.tree_map_with_path(leaf, one, dtypes)
+
+    return bits, read, (half.pop() if half else None)
+
 
 @functools.partial(jax.jit, static_argnames=("cfg", "std"))
 def init_params(cfg: ModelConfig, key: jax.Array, std: float = 0.02) -> Params:
@@ -120,14 +160,54 @@ def _low_rank_bwd(res, dy):
 _low_rank.defvjp(_low_rank_fwd, _low_rank_bwd)
 
 
-def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float) -> jax.Array:
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _dense(x: jax.Array, kernel: jax.Array, half: Any = None) -> jax.Array:
+    """x [..., in] @ kernel [in, out] in x.dtype with float32 accumulation: float32 [..., out], which the caller
+    rounds to x.dtype. A uint16 kernel holds the bits of a `half` (16-bit) one (`layers_in`).
+
+    Why the hand-written backward: autodiff of a bf16 x bf16 -> f32 dot pulls back a float32 cotangent, so
+    the dx product ran in float32 against a float32 copy of every kernel, and a frozen kernel's gradient was
+    computed and stacked over the layers anyway. The caller's rounding makes the cotangent exact in x.dtype,
+    so dx runs on the native bf16 path with float32 accumulation; a kernel gets a gradient only when it is
+    differentiated (symbolic zeros), in its own dtype (float32 master weights keep a float32 gradient)."""
+    return jnp.einsum("...i,io->...o", x, _kernel(kernel, half, x.dtype), preferred_element_type=jnp.float32)
+
+
+def _kernel(kernel: jax.Array, half: Any, dtype: Any) -> jax.Array:
+    """The kernel in `dtype`, read from its bits when it arrives as uint16."""
+    if kernel.dtype == jnp.uint16:
+        kernel = jax.lax.bitcast_convert_type(kernel, half)
+    return kernel.astype(dtype)
+
+
+def _dense_fwd(x, kernel, half):
+    out = _dense(x.value, kernel.value, half)
+    return out, (x.value, kernel.value, x.perturbed, kernel.perturbed)
+
+
+def _dense_bwd(half, res, dy):
+    x, kernel, x_perturbed, kernel_perturbed = res
+    dy = dy.astype(x.dtype)
+    dx = dk = None
+    if x_perturbed:
+        dx = jnp.einsum("...o,io->...i", dy, _kernel(kernel, half, x.dtype), preferred_element_type=jnp.float32)
+        dx = dx.astype(x.dtype)
+    if kernel_perturbed:
+        dk = jnp.einsum("...i,...o->io", x, dy, preferred_element_type=jnp.float32).astype(kernel.dtype)
+    return dx, dk
+
+
+_dense.defvjp(_dense_fwd, _dense_bwd, symbolic_zeros=True)
+
+
+def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float, half: Any = None) -> jax.Array:
     """x [B, T, in] @ kernel [in, out] (+ bias) (+ scale * x @ A @ B).
 
     A [in, r] / B [r, out] are shared by every row; A [B, in, r] / B [B, r, out] give each row its own
     adapter (rows of one batch acting for different agents or opponent snapshots, in one batched call)."""
     # float32 out of the dot, rounded once to x.dtype (a no-op in fp32): XLA:CPU runs bf16 x bf16 -> f32 on
     # its native bf16 path but a bf16-out product ~2.2x slower (Zen 4, [32, 1024] x [1024, 3072])
-    y = jnp.einsum("...i,io->...o", x, p["kernel"].astype(x.dtype), preferred_element_type=jnp.float32)
+    y = _dense(x, p["kernel"], half)
     if "bias" in p:
         y = y + p["bias"].astype(jnp.float32)
     y = y.astype(x.dtype)
@@ -202,6 +282,8 @@ def forward(
     full = param_shapes(cfg) if fsdp.sharded(params, cfg) else None
 
     embed = params["embed"] if full is None else fsdp.gather(params["embed"], full["embed"], cdt)
+    # whole 16-bit layers enter the scans as their bits (layers_in); sharded ones are gathered as they are
+    stacked, read, half = (params["layers"], lambda lp: lp, None) if full is not None else layers_in(params["layers"])
     x = jnp.take(embed, tokens, axis=0).astype(cdt)  # [B, T, D]
 
     def block(x, lp, ll, kv_fn, at=None):
@@ -215,9 +297,9 @@ def forward(
             q_pos, hq = at, jnp.take_along_axis(h, at[..., None], axis=1)
             x = jnp.take_along_axis(x, at[..., None], axis=1)
         tq = q_pos.shape[1]
-        q = _linear(hq, lp["q"], ll.get("q"), lora_scale).reshape(b, tq, cfg.num_heads, cfg.head_dim)
-        k = _linear(h, lp["k"], ll.get("k"), lora_scale).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
-        v = _linear(h, lp["v"], ll.get("v"), lora_scale).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        q = _linear(hq, lp["q"], ll.get("q"), lora_scale, half).reshape(b, tq, cfg.num_heads, cfg.head_dim)
+        k = _linear(h, lp["k"], ll.get("k"), lora_scale, half).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        v = _linear(h, lp["v"], ll.get("v"), lora_scale, half).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
         if cfg.qk_norm:
             q = rms_norm(q, lp["q_norm"], eps)
             k = rms_norm(k, lp["k_norm"], eps)
@@ -228,20 +310,21 @@ def forward(
         a = attention(q, k, v, q_pos, backend=cfg.attention_backend,
                       causal_block=cfg.attention_block if whole else 0, block_q=cfg.attention_block_q,
                       block_k=cfg.attention_block_k, whole_sequence=whole)  # [B, T, Hq, hd]
-        x = x + _linear(a.reshape(b, tq, cfg.q_size), lp["o"], ll.get("o"), lora_scale)
+        x = x + _linear(a.reshape(b, tq, cfg.q_size), lp["o"], ll.get("o"), lora_scale, half)
         h = rms_norm(x, lp["mlp_norm"], eps)
-        gate = _linear(h, lp["gate"], ll.get("gate"), lora_scale)
-        up = _linear(h, lp["up"], ll.get("up"), lora_scale)
-        x = x + _linear(jax.nn.silu(gate) * up, lp["down"], ll.get("down"), lora_scale)
+        gate = _linear(h, lp["gate"], ll.get("gate"), lora_scale, half)
+        up = _linear(h, lp["up"], ll.get("up"), lora_scale, half)
+        x = x + _linear(jax.nn.silu(gate) * up, lp["down"], ll.get("down"), lora_scale, half)
         return x, state
 
     if cache is None:
         def layer_nocache(x, xs, at=None):
-            return block(x, *xs, lambda k, v: (k, v, None), at)[0], None
+            lp, ll = xs
+            return block(x, read(lp), ll, lambda k, v: (k, v, None), at)[0], None
 
         # a backward pass re-gathers each layer's weights instead of keeping all N whole (fsdp), or recomputes
         # each layer's intermediates from its input instead of keeping them (cfg.remat)
-        layers = (params["layers"], lora_layers)
+        layers = (stacked, lora_layers)
         remat = full is not None or cfg.remat
         # read_at: the last layer runs its queries, output projection and MLP at those positions only (what
         # is read: 1 of 23 positions per row in the spread loss); the layers below feed its keys and values
@@ -271,6 +354,7 @@ def forward(
         def layer(carry, xs):
             x, ck, cv = carry
             lp, ll, i = xs
+            lp = read(lp)
 
             def kv_fn(k, v):
                 ck2, k_all = _write_cache(ck, i, rows, positions, k)
@@ -281,7 +365,7 @@ def forward(
             return (x, ck, cv), None
 
         idx = jnp.arange(cfg.num_layers)
-        (x, new_k, new_v), _ = jax.lax.scan(layer, (x, cache["k"], cache["v"]), (params["layers"], lora_layers, idx),
+        (x, new_k, new_v), _ = jax.lax.scan(layer, (x, cache["k"], cache["v"]), (stacked, lora_layers, idx),
                                             unroll=cfg.scan_unroll)
     hidden = rms_norm(x, params["final_norm"], eps)  # [B, T, D] ([B, M, D] at read_at)
 

@@ -147,6 +147,7 @@ def loss_residual_bytes(trainer, num_devices: int = 1, platform: str | None = No
     width = max(plan.widths) if plan.widths else None
 
     def scored(trainable, mb, seqs, base):
+        base = jax.lax.stop_gradient(base)  # frozen, as in the update (16-bit weights refuse a gradient)
         if seqs is None:  # re-read: every row, the loss's widest forward (`path.score` switches on the rows)
             return sum(x.sum() for x in score_turns(plan, policy, base, trainable, mb))
         return sum(x.sum() for x in path.score(plan, policy, base, trainable, mb, seqs, False, width))

@@ -65,10 +65,11 @@ def movers_only(plan: Plan) -> bool:
 
 
 def row_need(plan: Plan, batch: Turns) -> jax.Array:
-    """[B, N] bool: the (turn, env) rows with something to learn: a learner acted (or, with a critic, the game
-    was running)."""
-    need = batch.acts.any(-1)
-    return need | batch.alive if ALGORITHMS[plan.algo].critic else need
+    """[B, N] bool: the (turn, env) rows with something to learn: a learner acted. Every term of the loss is
+    masked by the acting seat's tokens (the value too: own-turn GAE), so a running game's turn where only the
+    opponent moved scores nothing the loss reads."""
+    del plan
+    return batch.acts.any(-1)
 
 
 def row_sizes(plan: Plan, batch: Turns) -> tuple[int, ...]:
