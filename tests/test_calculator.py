@@ -126,6 +126,36 @@ def test_digit_credit_by_brute_force(bpe):
     assert float(again.reward[0]) == 0.0 and not np.asarray(again.info["token_reward"]).any()  # only the first
 
 
+def test_copy_credit_pays_an_answer_for_the_calculators_result_by_brute_force(bpe):
+    """After a call, an answer earns e x the share of the calculator's last result it repeats at its places, each
+    digit's part on its token, whether or not the call was right; before any call it earns nothing of it; the
+    right answer after the right call earns 1 + e."""
+    e = 0.5
+    env = Calculator(tokenizer=bpe, copy_credit=e)
+    step = jax.jit(env.step)
+
+    def brute_places(guess: int, truth: int) -> float:
+        g, t = str(guess)[::-1], str(truth)[::-1]
+        return sum(x == y for x, y in zip(g, t)) / max(len(g), len(t))
+
+    _, s = env.reset_to(1234, 5678)
+    wrong = step(jax.random.PRNGKey(0), s, env.call_action(jnp.int32(1299), jnp.int32(5078))).state
+    result = 1299 * 5078
+    for guess in (result, result + 10, result // 10, 1234 * 5678, 5, -result):
+        out = step(jax.random.PRNGKey(0), wrong, env.answer_action(jnp.int32(guess)))
+        want = e * brute_places(guess, result) * (guess > 0)
+        np.testing.assert_allclose(float(out.reward[0]), want + (guess == 1234 * 5678), atol=1e-6, err_msg=str(guess))
+        np.testing.assert_allclose(float(np.asarray(out.info["token_reward"][0]).sum()), want, atol=1e-6)
+    near = step(jax.random.PRNGKey(0), wrong, env.answer_action(jnp.int32(result + 10)))  # the tens wrong
+    pieces = [bpe.decode([int(t)]) for t in np.asarray(env.answer_action(jnp.int32(result + 10)).tokens[0])]
+    written = [pieces[i] for i in np.flatnonzero(np.asarray(near.info["token_reward"][0]))]
+    assert written == [c for i, c in enumerate(str(result + 10)) if i != len(str(result)) - 2]
+    assert float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(result))).reward[0]) == 0.0  # no call
+    right = step(jax.random.PRNGKey(0), s, env.call_action(jnp.int32(1234), jnp.int32(5678))).state
+    out = step(jax.random.PRNGKey(0), right, env.answer_action(jnp.int32(1234 * 5678)))
+    assert bool(out.info["solved"][0]) and float(out.reward[0]) == pytest.approx(1 + e)
+
+
 def test_the_split_holds_out_a_fifth_of_the_pairs(bpe):
     keys = jax.random.split(jax.random.PRNGKey(0), 2000)
     for split, held in (("train", False), ("test", True)):

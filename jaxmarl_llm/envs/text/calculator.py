@@ -21,7 +21,11 @@ call c x the share of the problem's characters it names at their places (the ope
 and the `*`), each character's part paid to the token that wrote it (`info["token_reward"]`: with
 `config.credit="token"` each digit of a call is credited for itself, not the call as a whole); `answer_credit=d`
 pays a wrong answer d x the share of the product's digits it has at their places, each digit's part to its token
-too. The right answer earns 1 whatever they are.
+too. The right answer earns 1 whatever they are. `copy_credit=e` pays an answer given after a call e x the share
+of the calculator's last result it repeats at its places (each digit's part to its token), right or wrong: a
+reward for using the tool's output, whatever the call asked. Without it a policy can answer small products from
+memory (paid +1 on the training pairs whether its call was right or not) and never learn to read the result,
+which is what the held-out pairs need; with it reading the result pays from the first random call on.
 (`answer_credit` has a trap: a constant answer earns the most common digits' share, a steady reward that a
 policy settles on before any call is right; `call_credit` alone has none, every constant call earns chance.)
 
@@ -98,7 +102,8 @@ def operand_range(digits: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 class Calculator(TextEnv):
     def __init__(self, tokenizer=None, digits: int | tuple[int, ...] = 4, max_turns: int = 3, tool: bool = True,
-                 call_credit: float = 0.0, answer_credit: float = 0.0, split: str = "train", capacity: int = 160,
+                 call_credit: float = 0.0, answer_credit: float = 0.0, copy_credit: float = 0.0, split: str = "train",
+                 capacity: int = 160,
                  max_action_tokens: int = 16, candidates: bool = False, answer_last: bool = False):
         super().__init__(tokenizer, ("solver",), capacity, max_action_tokens)
         self.sizes = tuple(int(d) for d in digits) if isinstance(digits, (tuple, list)) else (int(digits),)
@@ -111,6 +116,7 @@ class Calculator(TextEnv):
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.digits, self.max_turns, self.tool, self.split = digits, int(max_turns), bool(tool), split
         self.call_credit, self.answer_credit = float(call_credit), float(answer_credit)
+        self.copy_credit = float(copy_credit)
         self.answer_last = bool(answer_last)  # the last turn must answer: a call there is a format error
         self.pieces = self.codec.table([str(d) for d in range(10)] + list(WORDS))
         longest = len(self.codec.encode("calc: " + "9" * digits + "*" + "9" * digits))
@@ -221,6 +227,9 @@ class Calculator(TextEnv):
             paid = paid + self.answer_credit * right
         if self.call_credit:
             paid = paid + self.call_credit * self._named(chars[0], call, state) * (is_call & ~state.graded)
+        if self.copy_credit:  # the answer repeats the calculator's last result (after a call only)
+            copied = self._answered(chars[0], n[0], jnp.abs(state.result)) * (is_answer & state.graded)
+            paid = paid + self.copy_credit * copied * (jnp.sign(value) == jnp.sign(state.result))
         token_reward = self._per_token(paid, tokens[0], length[0])[None]
         reward = reward + paid.sum()
         new = self._append(state, tokens, length)
