@@ -139,18 +139,47 @@ def test_config_validation_names_the_field():
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
 def test_cache_write_equals_a_plain_scatter_and_drops_overflow(dtype):
-    """16-bit caches are written through their bits; the result must be the scatter's, bit for bit."""
+    """16-bit caches are written as their bits; the result must be the scatter's, bit for bit."""
     rng = np.random.default_rng(0)
     cache = jnp.asarray(rng.normal(size=(3, 4, 6, 2, 5)), dtype)  # [L, B, S, H, D]
     new = jnp.asarray(rng.normal(size=(4, 2, 2, 5)), jnp.float32)  # [B, T, H, D], cast on write
     rows = jnp.arange(4)[:, None]
     positions = jnp.asarray([[0, 1], [2, 3], [4, 5], [5, 6]])  # row 3's second token is past the end
-    got, layer = jax.jit(transformer._write_cache)(cache, jnp.int32(1), rows, positions, new)
+    write = jax.jit(transformer._write_cache, static_argnums=5)
+    got, layer = write(transformer.as_bits(cache), jnp.int32(1), rows, positions, new, dtype)
     want = cache.at[1, rows, positions].set(new.astype(dtype), mode="drop")
-    assert got.dtype == dtype
+    assert got.dtype == (jnp.uint16 if dtype != jnp.float32 else dtype) and layer.dtype == dtype
+    got = transformer.from_bits(got, dtype)
     np.testing.assert_array_equal(np.asarray(got.astype(jnp.float32)), np.asarray(want.astype(jnp.float32)))
     np.testing.assert_array_equal(np.asarray(layer.astype(jnp.float32)), np.asarray(want[1].astype(jnp.float32)))
     assert not np.array_equal(np.asarray(got[1]), np.asarray(cache[1]))  # the write happened
+
+
+def test_bf16_decode_step_converts_no_cache_or_vocabulary_to_float32():
+    """A bf16 decode step (one token a row against a cache) runs on the cache's and the embedding's bits: the
+    compiled step holds no float32 array the size of the cache or of the vocabulary matrix (XLA:CPU did every
+    cache write and the embedding gather in float32: most of a 0.6B decode step), and equals the float32-cast
+    model's step to bf16 rounding."""
+    cfg = config.tiny("qwen3", num_layers=6, dtype="bfloat16", param_dtype="bfloat16", vocab_size=4096)
+    params = transformer.init_params(cfg, jax.random.PRNGKey(0), std=0.1)
+    cache = transformer.init_cache(cfg, 4, 64)
+    prompt = jax.random.randint(jax.random.PRNGKey(1), (4, 9), 0, cfg.vocab_size)
+    _, _, cache = transformer.forward_jit(params, prompt, cfg, cache=cache)
+    tok = jax.random.randint(jax.random.PRNGKey(2), (4, 1), 0, cfg.vocab_size)
+    step = jax.jit(lambda p, t, c: transformer.forward(p, t, cfg, cache=c))
+    hlo = step.lower(params, tok, cache).compile().as_text()
+    sizes = {cache["k"].size, params["embed"].size}
+    big = [line for line in hlo.splitlines() if re.search(r"= f32\[[\d,]+\]", line)
+           and int(np.prod([int(d) for d in re.search(r"= f32\[([\d,]+)\]", line).group(1).split(",")])) in sizes]
+    assert not big, big[:3]
+    logits, _, new = step(params, tok, cache)
+    f32 = cfg.replace(dtype="float32", param_dtype="float32")
+    p32 = jax.tree.map(lambda a: a.astype(jnp.float32), params)
+    c32 = {k: (v.astype(jnp.float32) if k != "lengths" else v) for k, v in cache.items()}
+    want, _, want_cache = transformer.forward_jit(p32, tok, f32, cache=c32)
+    np.testing.assert_allclose(np.asarray(logits), np.asarray(want), atol=0.05 * float(jnp.abs(want).max()))
+    assert new["k"].dtype == jnp.bfloat16 and int(new["lengths"][0]) == 10
+    np.testing.assert_allclose(np.asarray(new["k"].astype(jnp.float32)), np.asarray(want_cache["k"]), atol=0.05)
 
 
 @pytest.mark.parametrize("num_layers,per_row", [(2, False), (6, True)])

@@ -12,6 +12,7 @@ Entry points
 
     init_params(cfg, key) -> params
     init_cache(cfg, batch, max_len) -> cache {"k","v": [N, B, S, Hkv, D], "lengths": [B]}
+        (k, v may be uint16: the bits of a 16-bit compute-dtype cache, `as_bits`; forward returns them as bits)
     forward(params, tokens, cfg, *, lora=None, lora_scale=1.0, cache=None,
             num_new=None, logit_index=None, read_at=None) -> (logits, hidden, cache)
         lora leaves [N, in, r] (one adapter) or [N, B, in, r] (one per row)
@@ -75,6 +76,18 @@ def _half_bits(w: jax.Array) -> jax.Array:
 def _half_bits_jvp(primals, tangents):
     raise TypeError("forward: 16-bit weights are read as constants (no gradient); differentiate a float32 copy "
                     "of them (train/lm/weights.py float32_master), which forward casts at each use")
+
+
+def as_bits(x: jax.Array) -> jax.Array:
+    """A 16-bit float array's bits as uint16 (other dtypes as they are): for moving, slicing and updating a
+    16-bit buffer that carries no gradient (a KV cache), which XLA:CPU otherwise does in float32 (a convert
+    of the whole buffer and back around each dynamic slice, update or gather)."""
+    return jax.lax.bitcast_convert_type(x, jnp.uint16) if x.dtype in HALF else x
+
+
+def from_bits(x: jax.Array, dtype: Any) -> jax.Array:
+    """The inverse of `as_bits` for an array of `dtype`."""
+    return jax.lax.bitcast_convert_type(x, dtype) if jnp.dtype(dtype) in HALF else x
 
 
 def layers_in(layers: Params) -> tuple[Params, Callable[[Params], Params], Any]:
@@ -221,19 +234,18 @@ def _linear(x: jax.Array, p: Params, lora: Params | None, scale: float, half: An
     return y
 
 
-def _write_cache(cache: jax.Array, layer: jax.Array, rows: jax.Array, positions: jax.Array, new: jax.Array):
-    """cache[layer, rows, positions] = new (out-of-range positions dropped) -> (cache, cache[layer]).
+def _write_cache(cache: jax.Array, layer: jax.Array, rows: jax.Array, positions: jax.Array, new: jax.Array,
+                 dtype: Any) -> tuple[jax.Array, jax.Array]:
+    """cache[layer, rows, positions] = new (out-of-range positions dropped) -> (cache, cache[layer] in `dtype`).
 
-    A 16-bit float cache is written through the bits (uint16) of its one layer: XLA:CPU has no bf16
-    scatter and otherwise converts the whole cache to f32 and back around every layer's write."""
-    new = new.astype(cache.dtype)
-    if cache.dtype not in (jnp.bfloat16, jnp.float16):
-        cache = cache.at[layer, rows, positions].set(new, mode="drop")
-        return cache, cache[layer]
-    bits = jax.lax.bitcast_convert_type(cache[layer], jnp.uint16)  # [B, S, H, D]
-    bits = bits.at[rows, positions].set(jax.lax.bitcast_convert_type(new, jnp.uint16), mode="drop")
-    one = jax.lax.bitcast_convert_type(bits, cache.dtype)
-    return jax.lax.dynamic_update_index_in_dim(cache, one, layer, 0), one
+    A 16-bit float cache arrives as its bits (`as_bits`: uint16) and is sliced, scattered and written back as
+    bits: XLA:CPU has no bf16 scatter, and a bf16 dynamic update of the stacked cache converts all of it to f32
+    and back (every layer, every decode step)."""
+    new = as_bits(new.astype(dtype))
+    one = jax.lax.dynamic_index_in_dim(cache, layer, 0, keepdims=False)  # [B, S, H, D]
+    one = one.at[rows, positions].set(new, mode="drop")
+    cache = jax.lax.dynamic_update_index_in_dim(cache, one, layer, 0)
+    return cache, from_bits(one, dtype)
 
 
 def lm_head(params: Params, hidden: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -324,7 +336,12 @@ def forward(
     embed = params["embed"] if full is None else fsdp.gather(params["embed"], full["embed"], cdt)
     # whole 16-bit layers enter the scans as their bits (layers_in); sharded ones are gathered as they are
     stacked, read, half = (params["layers"], lambda lp: lp, None) if full is not None else layers_in(params["layers"])
-    x = jnp.take(embed, tokens, axis=0).astype(cdt)  # [B, T, D]
+    # a 16-bit table is gathered as its bits: XLA:CPU gathers bf16 in float32, converting the whole vocabulary
+    # matrix on every call
+    if embed.dtype in HALF:
+        x = jax.lax.bitcast_convert_type(jnp.take(_half_bits(embed), tokens, axis=0), embed.dtype).astype(cdt)
+    else:
+        x = jnp.take(embed, tokens, axis=0).astype(cdt)  # [B, T, D]
 
     def block(x, lp, ll, kv_fn, at=None):
         """One decoder layer. kv_fn(k, v) -> (keys, values to attend to, cache state to return).
@@ -397,16 +414,23 @@ def forward(
             lp = read(lp)
 
             def kv_fn(k, v):
-                ck2, k_all = _write_cache(ck, i, rows, positions, k)
-                cv2, v_all = _write_cache(cv, i, rows, positions, v)
+                ck2, k_all = _write_cache(ck, i, rows, positions, k, kdt)
+                cv2, v_all = _write_cache(cv, i, rows, positions, v, vdt)
                 return k_all.astype(cdt), v_all.astype(cdt), (ck2, cv2)
 
             x, (ck, cv) = block(x, lp, ll, kv_fn)
             return (x, ck, cv), None
 
         idx = jnp.arange(cfg.num_layers)
-        (x, new_k, new_v), _ = jax.lax.scan(layer, (x, cache["k"], cache["v"]), (stacked, lora_layers, idx),
-                                            unroll=cfg.scan_unroll)
+        # a 16-bit cache rides as its bits (as_bits): each layer's write is an integer update of the carry. A
+        # caller that keeps its cache as bits across calls (uint16: the bits of a compute-dtype cache) gets bits
+        # back, with no conversion of the whole cache per call
+        given_bits = cache["k"].dtype == jnp.uint16
+        kdt, vdt = (cdt, cdt) if given_bits else (cache["k"].dtype, cache["v"].dtype)
+        (x, new_k, new_v), _ = jax.lax.scan(layer, (x, as_bits(cache["k"]), as_bits(cache["v"])),
+                                            (stacked, lora_layers, idx), unroll=cfg.scan_unroll)
+        if not given_bits:
+            new_k, new_v = from_bits(new_k, kdt), from_bits(new_v, vdt)
     hidden = rms_norm(x, params["final_norm"], eps)  # [B, T, D] ([B, M, D] at read_at)
 
     head_in = hidden if logit_index is None else jnp.take_along_axis(hidden, logit_index[:, None, None], axis=1)[:, 0]

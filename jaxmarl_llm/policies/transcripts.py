@@ -27,22 +27,28 @@ import jax.numpy as jnp
 
 from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.models.sampling import decode
-from jaxmarl_llm.models.transformer import forward, lm_head
+from jaxmarl_llm.models.transformer import as_bits, forward, lm_head
 from jaxmarl_llm.policies.base import Sample
 from jaxmarl_llm.policies.candidates import constrained_decode
 from jaxmarl_llm.policies.lm_policy import LMPolicy, row_keys, score_tokens, value_head_apply
 
 
 class RowCache(NamedTuple):
-    k: jax.Array  # [N_layers, R, S, Hkv, D]
+    k: jax.Array  # [N_layers, R, S, Hkv, D] (a 16-bit cache as its bits, uint16)
     v: jax.Array  # [N_layers, R, S, Hkv, D]
     seen: jax.Array  # [R] int32: transcript tokens whose keys/values are in the cache
 
 
 def init_rows(cfg, rows: int, capacity: int) -> RowCache:
-    """Empty caches for `rows` transcripts of up to `capacity` tokens (plus generated ones)."""
+    """Empty caches for `rows` transcripts of up to `capacity` tokens (plus generated ones).
+
+    A 16-bit cache is kept as its bits (`as_bits`) from here to the end of the rollout: XLA:CPU gathers, slices
+    and updates a bf16 array in float32 (a conversion of the whole cache and back at every row take, width slice
+    and layer write), and a bitcast at each forward would copy it per decode step; `forward` reads and returns
+    the bits."""
     shape = (cfg.num_layers, rows, capacity, cfg.num_kv_heads, cfg.head_dim)
-    return RowCache(jnp.zeros(shape, cfg.compute_dtype), jnp.zeros(shape, cfg.compute_dtype), jnp.zeros((rows,), jnp.int32))
+    zeros = as_bits(jnp.zeros(shape, cfg.compute_dtype))
+    return RowCache(zeros, zeros, jnp.zeros((rows,), jnp.int32))
 
 
 def take_rows(cache: RowCache, rows: jax.Array) -> RowCache:
