@@ -15,7 +15,9 @@ own part), an entropy bonus of 0.05 and a constant lr (the copying shows up afte
 1000 updates, or at entropy 0.01, the calls never leave chance). Sampled success per update in metrics.csv
 (`solved_rate`), greedy on 256 held-out problems at the end. `--config.env_kwargs.digits="(1, 2, 3, 4)"` (both
 stages) is a curriculum of operand lengths; `--config.env_kwargs.tool=False` asks the same products with no
-calculator. Measured: docs/results.md, "Tool use: a calculator from a format-only warm start".
+calculator. `--config.env_kwargs.copy_credit=1.0` also pays an answer for repeating the calculator's result
+(right call or not); measured, it ties the call to a constant (docs/results.md). Measured: docs/results.md,
+"Tool use: a calculator from a format-only warm start".
 """
 
 from jaxmarl_llm.train.config.free_text import free_text_defaults

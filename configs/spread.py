@@ -13,8 +13,8 @@ policies/central_critic.py) is an MLP over the env's world state; the LM acts on
 
 PPO: 16 envs x 25 turns an update, one epoch of 5 minibatches, lr 1e-3 annealed to 0, the critic on its own Adam
 at lr 1e-2, entropy bonus 0.01, 1200 updates (480k env steps).
-Measured (seed 0, Intel Xeon, 2 cores): team return -84 (updates 1-10) -> -59.9 (mean of the last 20 updates)
-in 6 min 37 s; the 20-update mean passes -61 at update ~690 (JaxMARL's 10M-step IPPO: -61; random policy: about
+Measured (seed 0, AMD EPYC, 2 cores, idle): team return -84 (updates 1-10) -> -59.3 (mean of the last 20 updates)
+in 5 min 39 s; the 20-update mean passes -61 at update ~714 (JaxMARL's 10M-step IPPO: -61; random policy: about
 -80). With `:ippo` the critic fits far worse and the team return hardly moves (docs/results.md).
 Metrics: `team_return` (the sum of the three agents' returns), `return_agent<i>`, `env_steps`.
 Options: `--config.policy.actions=scored` (each move scored whole, GLAM) or `=free` (unconstrained text: a random
