@@ -450,7 +450,7 @@ def test_reread_loss_reads_only_the_rows_with_something_to_learn_and_updates_as_
     sizes = scoring.row_sizes(plan, train)
     bucket = int(scoring.row_bucket(plan, trainer.policy, trainer.base, train))
     assert sizes == (plan.num_turns * 2, plan.num_turns * 4, plan.num_turns * 6, plan.num_turns * 8)
-    need = int(scoring.row_need(plan, train).sum())
+    need = int(scoring.row_need(train).sum())
     assert bucket < len(sizes) - 1 and need <= sizes[bucket], (need, sizes, bucket)  # some rows left out
     assert {"entropy", "value_loss", "episode_return"} <= set(m1) and set(m1) == set(m2)
     for k in m1:

@@ -180,6 +180,13 @@ def test_bf16_decode_step_converts_no_cache_or_vocabulary_to_float32():
     np.testing.assert_allclose(np.asarray(logits), np.asarray(want), atol=0.05 * float(jnp.abs(want).max()))
     assert new["k"].dtype == jnp.bfloat16 and int(new["lengths"][0]) == 10
     np.testing.assert_allclose(np.asarray(new["k"].astype(jnp.float32)), np.asarray(want_cache["k"]), atol=0.05)
+    bits = {**cache, "k": transformer.as_bits(cache["k"]), "v": transformer.as_bits(cache["v"])}
+    _, _, kept = step(params, tok, bits)  # a cache kept as bits comes back as bits, the same values
+    assert kept["k"].dtype == jnp.uint16
+    np.testing.assert_array_equal(np.asarray(transformer.from_bits(kept["k"], jnp.bfloat16).astype(jnp.float32)),
+                                  np.asarray(new["k"].astype(jnp.float32)))
+    with pytest.raises(ValueError, match="uint16 cache"):
+        transformer.forward(p32, tok, f32, cache=bits)
 
 
 @pytest.mark.parametrize("num_layers,per_row", [(2, False), (6, True)])

@@ -103,7 +103,7 @@ def layers_in(layers: Params) -> tuple[Params, Callable[[Params], Params], Any]:
     def read(one: Params) -> Params:
         def leaf(path, a, d):
             kernel = jax.tree_util.keystr(path).endswith("['kernel']")
-            return jax.lax.bitcast_convert_type(a, d) if d in HALF and not kernel else a
+            return a if kernel else from_bits(a, d)
 
         return jax.tree_util.tree_map_with_path(leaf, one, dtypes)
 
@@ -189,7 +189,7 @@ def _dense(x: jax.Array, kernel: jax.Array, half: Any = None) -> jax.Array:
 def _kernel(kernel: jax.Array, half: Any, dtype: Any) -> jax.Array:
     """The kernel in `dtype`, read from its bits when it arrives as uint16."""
     if kernel.dtype == jnp.uint16:
-        kernel = jax.lax.bitcast_convert_type(kernel, half)
+        kernel = from_bits(kernel, half)
     return kernel.astype(dtype)
 
 
@@ -338,10 +338,8 @@ def forward(
     stacked, read, half = (params["layers"], lambda lp: lp, None) if full is not None else layers_in(params["layers"])
     # a 16-bit table is gathered as its bits: XLA:CPU gathers bf16 in float32, converting the whole vocabulary
     # matrix on every call
-    if embed.dtype in HALF:
-        x = jax.lax.bitcast_convert_type(jnp.take(_half_bits(embed), tokens, axis=0), embed.dtype).astype(cdt)
-    else:
-        x = jnp.take(embed, tokens, axis=0).astype(cdt)  # [B, T, D]
+    table = _half_bits(embed) if embed.dtype in HALF else embed
+    x = from_bits(jnp.take(table, tokens, axis=0), embed.dtype).astype(cdt)  # [B, T, D]
 
     def block(x, lp, ll, kv_fn, at=None):
         """One decoder layer. kv_fn(k, v) -> (keys, values to attend to, cache state to return).
@@ -426,6 +424,8 @@ def forward(
         # caller that keeps its cache as bits across calls (uint16: the bits of a compute-dtype cache) gets bits
         # back, with no conversion of the whole cache per call
         given_bits = cache["k"].dtype == jnp.uint16
+        if given_bits and jnp.dtype(cdt) not in HALF:
+            raise ValueError(f"forward: a uint16 cache holds the bits of a 16-bit cache, but compute dtype is {cdt}")
         kdt, vdt = (cdt, cdt) if given_bits else (cache["k"].dtype, cache["v"].dtype)
         (x, new_k, new_v), _ = jax.lax.scan(layer, (x, as_bits(cache["k"]), as_bits(cache["v"])),
                                             (stacked, lora_layers, idx), unroll=cfg.scan_unroll)

@@ -103,8 +103,7 @@ def operand_range(digits: jax.Array) -> tuple[jax.Array, jax.Array]:
 class Calculator(TextEnv):
     def __init__(self, tokenizer=None, digits: int | tuple[int, ...] = 4, max_turns: int = 3, tool: bool = True,
                  call_credit: float = 0.0, answer_credit: float = 0.0, copy_credit: float = 0.0, split: str = "train",
-                 capacity: int = 160,
-                 max_action_tokens: int = 16, candidates: bool = False, answer_last: bool = False):
+                 capacity: int = 160, max_action_tokens: int = 16, candidates: bool = False, answer_last: bool = False):
         super().__init__(tokenizer, ("solver",), capacity, max_action_tokens)
         self.sizes = tuple(int(d) for d in digits) if isinstance(digits, (tuple, list)) else (int(digits),)
         if not self.sizes or any(not 1 <= d <= 4 for d in self.sizes):

@@ -64,11 +64,10 @@ def movers_only(plan: Plan) -> bool:
             and plan.one_slot(plan.loss_agents))
 
 
-def row_need(plan: Plan, batch: Turns) -> jax.Array:
+def row_need(batch: Turns) -> jax.Array:
     """[B, N] bool: the (turn, env) rows with something to learn: a learner acted. Every term of the loss is
     masked by the acting seat's tokens (the value too: own-turn GAE), so a running game's turn where only the
     opponent moved scores nothing the loss reads."""
-    del plan
     return batch.acts.any(-1)
 
 
@@ -81,7 +80,7 @@ def row_sizes(plan: Plan, batch: Turns) -> tuple[int, ...]:
 def row_bucket(plan: Plan, policy: LMPolicy, weights, batch: Turns, axis_name: str | None = None) -> jax.Array:
     """The `lax.switch` index of the fewest rows (`row_sizes`) that hold every row with something to learn; the
     same on every device of the fsdp group (their forwards gather together) and of `axis_name`."""
-    index = transcripts.width_index(row_sizes(plan, batch), row_need(plan, batch).sum())
+    index = transcripts.width_index(row_sizes(plan, batch), row_need(batch).sum())
     if axis_name is not None:
         index = jax.lax.pmax(index, axis_name)
     return fsdp.agree_max(index.astype(jnp.int32), weights, policy.cfg)
@@ -96,7 +95,7 @@ def score_turns(plan: Plan, policy: LMPolicy, base, trainable, batch: Turns, ref
     total = math.prod(lead)
     if rows is None or rows >= total:
         return score_slice(plan, policy, base, trainable, batch, reference)
-    order = jnp.argsort(~row_need(plan, batch).reshape(-1), stable=True)[:rows]  # [K] needed rows first
+    order = jnp.argsort(~row_need(batch).reshape(-1), stable=True)[:rows]  # [K] needed rows first
     packed = jax.tree.map(lambda x: x.reshape((total,) + x.shape[2:])[order][None],
                           batch._replace(info={}))  # fields [1, K, ...]
     out = score_slice(plan, policy, base, trainable, packed, reference)  # each [1, K, A_l, M]
