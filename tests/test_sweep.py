@@ -68,3 +68,72 @@ def test_a_sweep_follows_an_evaluation_metric_logged_now_and_then(tmp_path):
     with pytest.raises(ConfigError, match="sweep.metric: the update logs no 'eval/exploitabilty'; it logs .*"
                                           "eval/exploitability"):
         run_sweep(trainer, rows, hparams, keys, 24, str(tmp_path), headline="eval/exploitabilty", progress=False)
+
+
+def _conds(jaxpr) -> int:
+    """How many `cond` equations (lax.cond / lax.switch) a closed jaxpr holds, its sub-jaxprs included."""
+    count = 0
+    for eqn in jaxpr.jaxpr.eqns if hasattr(jaxpr, "jaxpr") else jaxpr.eqns:
+        count += eqn.primitive.name == "cond"
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(sub, (jax.extend.core.ClosedJaxpr, jax.extend.core.Jaxpr)):
+                    count += _conds(sub)
+    return count
+
+
+def test_a_sweeps_runs_take_each_branch_of_the_update_together():
+    """Kuhn poker with the in-graph evaluation every other update and the loss over running hands' rows
+    (row_buckets): vmapped over runs, a decision per run would turn each `cond` (the evaluation, the loss's row
+    bucket, the rollout's skip of ended turns) into a select that computes every branch at every update. The
+    sweep's program keeps every `cond` of the single update (its rows equal the runs alone: the test above)."""
+    from jaxmarl_llm.models import fsdp
+    from jaxmarl_llm.parallel.mesh import bound_update
+    from jaxmarl_llm.run.sweep import runs_chunk
+    from test_poker import _kuhn_trainer
+
+    trainer = _kuhn_trainer(total_episodes=8 * 3, in_graph_eval={"every": 2, "episodes": 2, "opponents": ("random",),
+                                                                 "seed": 0})
+    trainer_rows = _kuhn_trainer(total_episodes=8 * 3, in_graph_eval={"every": 2, "episodes": 2,
+                                                                      "opponents": ("random",), "seed": 0},
+                                 rollout={"incremental": False, "chunk": 64, "min_score_width": 128,
+                                          "row_buckets": 4})
+    for tr, least in ((trainer, 2), (trainer_rows, 3)):
+        _, hparams, keys = make_grid(tr.hparams, {}, seeds=2, base_seed=0)
+        state = jax.vmap(tr.init)(keys, hparams)
+        single = jax.make_jaxpr(lambda s, hp: bound_update(tr)(s, hp, tr.base))(
+            jax.tree.map(lambda x: x[0], state), tr.hparams)
+        swept = jax.make_jaxpr(lambda s, hp: runs_chunk(tr, 1)(s, hp, tr.base))(state, hparams)
+        assert _conds(single) >= least and _conds(swept) == _conds(single)
+
+        # the agreement is what keeps them: the same vmap traced outside `sweep_runs` loses the per-run ones
+        def unagreed(s, hp):
+            return jax.vmap(lambda r, h: bound_update(tr)(r, h, tr.base), axis_name=fsdp.SWEEP)(s, hp)
+
+        assert _conds(jax.make_jaxpr(unagreed)(state, hparams)) < _conds(single)
+
+
+@pytest.mark.parametrize("setting", [
+    {"rollout": {"incremental": False, "chunk": 64, "min_score_width": 128, "row_buckets": 4}},  # row buckets
+    {"algo": "grpo", "group_size": 4, "ent_coef": 0.05},  # group baselines, the incremental path
+])
+def test_runs_that_decide_together_equal_the_runs_alone(tmp_path, setting):
+    """Taking each branch with the other runs (the widest row bucket, or loss width, that any of them needs) leaves
+    every run's numbers those of the run alone: PPO on the re-read path with row buckets, GRPO on the incremental
+    path (where a run without signal, while another has it, gets the skip's zeros)."""
+    from test_poker import _kuhn_trainer
+
+    trainer = _kuhn_trainer(total_episodes=8 * 3, num_turns=4, in_graph_eval={"every": 1, "episodes": 2,
+                                                                              "opponents": ("random",), "seed": 0},
+                            **setting)
+    rows, hparams, keys = make_grid(trainer.hparams, {}, seeds=3, base_seed=0)
+    result = run_sweep(trainer, rows, hparams, keys, 24, str(tmp_path), updates_per_chunk=3,
+                       headline="eval/exploitability", progress=False)
+    step = jax.jit(trainer.update)
+    for i in range(3):
+        state, alone = trainer.init(keys[i], trainer.hparams), []
+        for _ in range(3):
+            state, metrics = step(state, trainer.hparams, trainer.base)
+            alone.append(float(metrics["eval/exploitability"]))
+        np.testing.assert_allclose(result["curves"][i], alone, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(result["curves"][0], result["curves"][1])  # the runs differ

@@ -5,6 +5,7 @@ each one just before it is used.
     sharded(params, cfg)                  # static: are these the local shards (inside shard_map) or whole weights?
     gather(x, full_shape, dtype)          # cast, then all_gather over "fsdp" along the one dim where x is smaller
     agree_max(x, params, cfg)             # a branch / loop decision made the same on every device of the group
+                                          # (and over a sweep's vmapped runs: over_sweep)
 
 Which weights: the matrices (embed [V, D], lm_head [D, V], the q/k/v/o/gate/up/down kernels [N, in, out]), each
 on its largest dimension that `fsdp` divides (never the layer axis N: `forward` scans over it); a matrix no
@@ -41,6 +42,8 @@ missed here gives no wrong number but a hang: the devices that took the other br
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from typing import Any
 
 import jax
@@ -50,6 +53,8 @@ from jax.sharding import PartitionSpec as P
 from jaxmarl_llm.models.config import ModelConfig, param_shapes
 
 FSDP = "fsdp"  # the mesh axis the weights are sharded over (parallel/mesh.py builds it)
+SWEEP = "sweep"  # the vmap axis of a sweep's runs (run/sweep.py): branch decisions agree over it (`over_sweep`)
+_IN_SWEEP = contextvars.ContextVar("in_sweep", default=False)  # set while a sweep's update is traced
 
 
 # `jax.checkpoint` policy of a layer (and of the LM head) over sharded weights: keep nothing but the layer's input
@@ -126,9 +131,35 @@ def gather_layer(lp: Any, layer_shapes: Any, dtype: Any = None) -> Any:
     return jax.tree.map(lambda x, s: gather(x, s[1:], dtype), lp, {k: layer_shapes[k] for k in lp})
 
 
+@contextlib.contextmanager
+def sweep_runs():
+    """Trace the code inside as one run of a sweep vmapped over axis `SWEEP` (run/sweep.py): `over_sweep`
+    decisions then agree over the runs."""
+    token = _IN_SWEEP.set(True)
+    try:
+        yield
+    finally:
+        _IN_SWEEP.reset(token)
+
+
+def over_sweep(x: jax.Array) -> jax.Array:
+    """`x` (an int or bool decision) as its maximum over a sweep's runs while one is traced (`sweep_runs`), `x`
+    itself otherwise. Under vmap a per-run branch index makes `lax.switch` / `lax.cond` run every branch and
+    select; one index for all runs runs one (the widest any run needs: each run's numbers are those of its rows
+    read at that width, equal to float rounding)."""
+    x = jnp.asarray(x)
+    if not _IN_SWEEP.get():
+        return x
+    if x.dtype == jnp.bool_:
+        return jax.lax.pmax(x.astype(jnp.int32), SWEEP) > 0
+    return jax.lax.pmax(x, SWEEP)
+
+
 def agree_max(x: jax.Array, params: Any, cfg: ModelConfig) -> jax.Array:
     """`x` (an int or bool decision) as the maximum over the fsdp group when `params` are sharded, so that every
-    device takes the same branch / trip count around the forwards' collectives; `x` itself otherwise."""
+    device takes the same branch / trip count around the forwards' collectives, and over a sweep's runs
+    (`over_sweep`); `x` itself otherwise."""
+    x = over_sweep(x)
     if not sharded(params, cfg):
         return x
     if x.dtype == jnp.bool_:

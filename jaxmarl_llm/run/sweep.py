@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxmarl_llm.models import fsdp
 from jaxmarl_llm.parallel.mesh import bound_update, compiler_options
 from jaxmarl_llm.run.metrics_log import plot_curves
 from jaxmarl_llm.train.config import ConfigError
@@ -48,6 +49,20 @@ def make_grid(hparams, overrides: dict[str, Sequence[float]], seeds: int, base_s
     return rows, stacked, keys
 
 
+def runs_chunk(trainer, num_updates: int):
+    """(state [R], hp [R], base) -> (state, metrics [R, K]): K updates of every run, vmapped over axis
+    `fsdp.SWEEP`. The runs take each branch of the update together (models/fsdp.py `over_sweep`): a decision
+    per run would make every `lax.cond` / `lax.switch` run all its branches (the evaluation at every update,
+    every loss width)."""
+    step = bound_update(trainer)
+
+    def one(s, hp, b):
+        with fsdp.sweep_runs():
+            return jax.lax.scan(lambda r, _: step(r, hp, b), s, None, length=num_updates)
+
+    return jax.vmap(one, in_axes=(0, 0, None), axis_name=fsdp.SWEEP)
+
+
 def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str, updates_per_chunk: int = 10,
               headline: str = "team_return", progress: bool = True) -> dict:
     """Train every row to the end; returns {"rows", "curves" [R, U], "final" [R]} and writes a PNG + CSV.
@@ -64,10 +79,7 @@ def run_sweep(trainer, rows, hparams, keys, steps_per_update: int, out_dir: str,
         raise ConfigError(f"sweep.metric: the update logs no {headline!r}; it logs {', '.join(sorted(logged))}")
 
     def chunk(k):
-        def one(s, hp, b):
-            return jax.lax.scan(lambda r, _: step(r, hp, b), s, None, length=k)
-
-        fn = jax.jit(jax.vmap(one, in_axes=(0, 0, None)), donate_argnums=0, compiler_options=compiler_options(trainer))
+        fn = jax.jit(runs_chunk(trainer, k), donate_argnums=0, compiler_options=compiler_options(trainer))
         return lambda s, hp: fn(s, hp, base)
 
     compiled, history, done = {}, [], 0

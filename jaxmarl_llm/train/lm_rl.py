@@ -334,10 +334,11 @@ def in_graph_eval(plan: Plan, env, policy: LMPolicy, base, trainable, step: jax.
         league = cross_play.league(env, play.with_temperature(policy, plan.eval_cross_play_temperature),
                                    plan.num_turns, names, plan.eval_opponents, plan.eval_cross_play, plan.eval_seed)
 
-    evaluated = (step % plan.eval_every == 0) | (step == 1)
+    # every run of a sweep is at the same step: one decision for all (a per-run one would play every update)
+    evaluated = fsdp.over_sweep((step % plan.eval_every == 0) | (step == 1))
 
     # the updates whose iterate joins the average: every `eval_average_every`-th, else the evaluated ones
-    joins = (step % plan.eval_average_every == 0) if plan.eval_average_every else evaluated
+    joins = fsdp.over_sweep(step % plan.eval_average_every == 0) if plan.eval_average_every else evaluated
 
     def add_iterate(total, table):  # [I + 1, A]: the sum with this update's policy table [I, A] in it (if it joins)
         weight = exploitability.AVERAGE_WEIGHTS[plan.eval_average](step) * (step >= plan.eval_average_from) * joins

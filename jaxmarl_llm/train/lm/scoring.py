@@ -262,7 +262,7 @@ def incremental_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, 
 
     # the forward width follows the longest episode; the switch sits outside the gradient so only the
     # taken width's activations exist (a switch inside `grad` keeps every branch's)
-    need = transcripts.needed_width(mb.prompt_len, mb.token_mask())
+    need = fsdp.over_sweep(transcripts.needed_width(mb.prompt_len, mb.token_mask()))
     if axis_name is not None:
         need = jax.lax.pmax(need, axis_name)
     branch = transcripts.width_index(plan.widths, need)
@@ -276,12 +276,14 @@ def incremental_grads(trainable, plan: Plan, policy: LMPolicy, base, mb: Turns, 
             signal = jax.lax.pmax(signal.astype(jnp.int32), axis_name) > 0
         def scored_at(width):
             grads, metrics = grad_at(width)
-            return grads, {**metrics, "scored": jnp.float32(1.0) / _devices(axis_name)}  # the update's psum: 1
+            out = grads, {**metrics, "scored": jnp.float32(1.0) / _devices(axis_name)}  # the update's psum: 1
+            # a sweep's runs run this branch when any of them has signal: one without gets the skip's zeros
+            return jax.tree.map(lambda x: jnp.where(signal, x, jnp.zeros_like(x)), out)
 
         branches = [lambda w=w: scored_at(w) for w in plan.widths]
         shapes = jax.eval_shape(branches[0])
         branches.append(lambda: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes))
-        branch = jnp.where(signal, branch, len(plan.widths))
+        branch = jnp.where(fsdp.over_sweep(signal), branch, len(plan.widths))
     return jax.lax.switch(branch, branches)
 
 
