@@ -21,21 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 
-from jaxmarl_llm.models import fsdp  # noqa: E402
-from jaxmarl_llm.parallel.mesh import bound_update  # noqa: E402
 from jaxmarl_llm.run import entry  # noqa: E402
 from jaxmarl_llm.run.cli import load_config_file  # noqa: E402
 from jaxmarl_llm.run.sweep import make_grid, runs_chunk  # noqa: E402
-
-
-def per_run_chunk(trainer, num_updates: int):
-    """The same K updates of every run vmapped without the runs' agreement (a decision per run)."""
-    step = bound_update(trainer)
-
-    def one(s, hp, b):
-        return jax.lax.scan(lambda r, _: step(r, hp, b), s, None, length=num_updates)
-
-    return jax.vmap(one, in_axes=(0, 0, None), axis_name=fsdp.SWEEP)
 
 
 def main():
@@ -53,8 +41,8 @@ def main():
     trainer = entry.build(config)[0]
     _, hparams, keys = make_grid(trainer.hparams, {}, seeds=args.runs, base_seed=0)
     best = {}
-    for name, make in (("per run", per_run_chunk), ("together", runs_chunk)):
-        fn = jax.jit(make(trainer, args.updates))
+    for name, together in (("per run", False), ("together", True)):
+        fn = jax.jit(runs_chunk(trainer, args.updates, together))
         state = jax.jit(jax.vmap(trainer.init))(keys, hparams)
         t0 = time.perf_counter()
         state, _ = jax.block_until_ready(fn(state, hparams, trainer.base))

@@ -87,7 +87,6 @@ def test_a_sweeps_runs_take_each_branch_of_the_update_together():
     (row_buckets): vmapped over runs, a decision per run would turn each `cond` (the evaluation, the loss's row
     bucket, the rollout's skip of ended turns) into a select that computes every branch at every update. The
     sweep's program keeps every `cond` of the single update (its rows equal the runs alone: the test above)."""
-    from jaxmarl_llm.models import fsdp
     from jaxmarl_llm.parallel.mesh import bound_update
     from jaxmarl_llm.run.sweep import runs_chunk
     from test_poker import _kuhn_trainer
@@ -106,11 +105,9 @@ def test_a_sweeps_runs_take_each_branch_of_the_update_together():
         swept = jax.make_jaxpr(lambda s, hp: runs_chunk(tr, 1)(s, hp, tr.base))(state, hparams)
         assert _conds(single) >= least and _conds(swept) == _conds(single)
 
-        # the agreement is what keeps them: the same vmap traced outside `sweep_runs` loses the per-run ones
-        def unagreed(s, hp):
-            return jax.vmap(lambda r, h: bound_update(tr)(r, h, tr.base), axis_name=fsdp.SWEEP)(s, hp)
-
-        assert _conds(jax.make_jaxpr(unagreed)(state, hparams)) < _conds(single)
+        # the agreement is what keeps them: the same vmap with a decision per run loses the per-run ones
+        per_run = jax.make_jaxpr(lambda s, hp: runs_chunk(tr, 1, together=False)(s, hp, tr.base))(state, hparams)
+        assert _conds(per_run) < _conds(single)
 
 
 @pytest.mark.parametrize("setting", [

@@ -7,6 +7,7 @@ together in one compiled chunk of updates. Results are a table and one plot.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -49,15 +50,15 @@ def make_grid(hparams, overrides: dict[str, Sequence[float]], seeds: int, base_s
     return rows, stacked, keys
 
 
-def runs_chunk(trainer, num_updates: int):
+def runs_chunk(trainer, num_updates: int, together: bool = True):
     """(state [R], hp [R], base) -> (state, metrics [R, K]): K updates of every run, vmapped over axis
     `fsdp.SWEEP`. The runs take each branch of the update together (models/fsdp.py `over_sweep`): a decision
-    per run would make every `lax.cond` / `lax.switch` run all its branches (the evaluation at every update,
-    every loss width)."""
+    per run (`together=False`, what bench/sweep_branches.py and the tests compare with) makes every `lax.cond` /
+    `lax.switch` run all its branches (the evaluation at every update, every loss width)."""
     step = bound_update(trainer)
 
     def one(s, hp, b):
-        with fsdp.sweep_runs():
+        with fsdp.sweep_runs() if together else contextlib.nullcontext():
             return jax.lax.scan(lambda r, _: step(r, hp, b), s, None, length=num_updates)
 
     return jax.vmap(one, in_axes=(0, 0, None), axis_name=fsdp.SWEEP)
