@@ -398,8 +398,8 @@ def test_mmd_self_play_cuts_kuhn_exploitability_from_a_random_model():
 def test_the_capacity_probe_fits_the_model_to_an_equilibrium():
     """tools/poker_capacity.py, the floor under self-play's figures: fitting the test's tiny model (its shared
     adapter) to Kuhn's equilibrium at every information set takes its exploitability from the random model's to
-    near 0,
-    the cross-entropy falling as it goes; a game without information sets is refused with one line, status 2."""
+    near 0, the cross-entropy falling as it goes; a game without information sets is refused with one line,
+    status 2."""
     import importlib.util
     import os
     import subprocess

@@ -36,8 +36,8 @@ from jaxmarl_llm.train import lm_rl  # noqa: E402
 
 
 def fit(trainer, target: np.ndarray, steps: int, lr: float, every: int, key: jax.Array):
-    """Fit the trainer's (shared) adapters to the tabular policy `target` [I, A]; yields (step, loss,
-    exploitability) every `every` steps and at the last."""
+    """Fit the trainer's (shared) adapters to the tabular policy `target` [I, A]; yields (step, cross-entropy,
+    exploitability) of the adapters after that step, at 0, every `every` steps and at the last."""
     env, policy, base = trainer.env, trainer.policy, trainer.base
     state = trainer.init(key, trainer.hparams)
     lora0 = state.trainable["lora"]  # [slots, ...]: one shared adapter
@@ -49,26 +49,28 @@ def fit(trainer, target: np.ndarray, steps: int, lr: float, every: int, key: jax
         one = jax.tree.map(lambda x: x[0], lora)
         return lm_ex.policy_table(env, policy, weights, (one, one))  # [I, A]
 
-    def loss_fn(lora):
-        table = table_of(lora)
-        ce = -jnp.where(legal, goal * jnp.log(jnp.maximum(table, 1e-12)), 0.0).sum(-1)  # [I]
-        return ce.mean()
+    def cross_entropy(table):
+        return -jnp.where(legal, goal * jnp.log(jnp.maximum(table, 1e-12)), 0.0).sum(-1).mean()  # over [I]
 
     opt = optax.adam(lr)
 
     @jax.jit
     def step(lora, opt_state):
-        loss, grads = jax.value_and_grad(loss_fn)(lora)
+        grads = jax.grad(lambda x: cross_entropy(table_of(x)))(lora)
         updates, opt_state = opt.update(grads, opt_state, lora)
-        return optax.apply_updates(lora, updates), opt_state, loss
+        return optax.apply_updates(lora, updates), opt_state
 
-    measure = jax.jit(lambda lora: lm_ex.table_metrics(env.tree, table_of(lora))["exploitability"])
+    @jax.jit
+    def measure(lora):  # (cross-entropy, exploitability) of the adapters as they are, from one table
+        table = table_of(lora)
+        return cross_entropy(table), lm_ex.table_metrics(env.tree, table)["exploitability"]
+
     lora, opt_state = lora0, opt.init(lora0)
-    yield 0, float(loss_fn(lora)), float(measure(lora))
+    yield 0, *map(float, measure(lora))
     for t in range(1, steps + 1):
-        lora, opt_state, loss = step(lora, opt_state)
+        lora, opt_state = step(lora, opt_state)
         if t % every == 0 or t == steps:
-            yield t, float(loss), float(measure(lora))
+            yield t, *map(float, measure(lora))
 
 
 def main(argv=None) -> int:
