@@ -296,6 +296,41 @@ def test_a_game_offers_only_its_own_built_in_players():
         _kuhn_trainer(in_graph_eval={"every": 1, "episodes": 8, "opponents": ("minimax",), "seed": 0})
 
 
+def test_the_world_state_spells_the_whole_hand():
+    """world_state: every card dealt and every move as one-hots, the mover last; two hands a seat cannot tell
+    apart (the same view) differ in it by the other seat's card."""
+    env = LeducPoker(rules=False, compact=True)
+    a = env.tree.num_actions  # 6: the widest choice (the cards)
+    h = (5, 0, 2, 1, 3, 1)  # Kh to seat 0, Js to seat 1, raise, call, Qh on the table, seat 0 checks
+    w = np.asarray(env.world_state(env.state_at(h)))
+    assert w.shape == (11 * a + 2,)  # 3 draws, at most 8 moves, the mover
+    assert list(np.flatnonzero(w)) == [5, a + 0, 2 * a + 3, 3 * a + 2, 4 * a + 1, 5 * a + 1, 11 * a + 1]
+    other = (5, 1, 2, 1, 3, 1)  # seat 1 holds Jh instead: seat 1's view is the same, the world's is not
+    s1, s2 = env.state_at(h), env.state_at(other)
+    np.testing.assert_array_equal(np.asarray(s1.buf[1]), np.asarray(s2.buf[1]))
+    assert not np.array_equal(w, np.asarray(env.world_state(s2)))
+    assert len(np.unique(np.asarray(env.node_features[:-1]), axis=0)) == env.tree.sink  # one per node
+
+
+def test_a_world_state_critic_knows_the_other_hand():
+    """critic.kind="world_state" on Kuhn self-play: with the policy held still (lr 1e-9), the critic that reads
+    both cards predicts the returns better than the value head on a seat's own view (the card it cannot see is
+    most of a hand's noise); and the update runs on the running-hands-only loss (row_buckets) too."""
+    losses = {}
+    for kind in ("ippo", "world_state"):
+        trainer = _kuhn_trainer(critic={"kind": kind, "hidden": 64, "lr": 1e-2, "value_norm": False}, lr=1e-9,
+                                num_envs=32, in_graph_eval={"every": 0}, rollout={"row_buckets": 3})
+        state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+        step = jax.jit(trainer.update)
+        curve = []
+        for _ in range(60):
+            state, metrics = step(state, trainer.hparams, trainer.base)
+            curve.append(float(metrics["value_loss"]))
+        losses[kind] = np.mean(curve[-15:])
+        assert ("critic" in state.trainable) == (kind == "world_state")
+    assert losses["world_state"] < 0.7 * losses["ippo"], losses
+
+
 def test_mmd_pulls_toward_a_magnet_that_follows_the_learner():
     """algo="mmd": the KL's reference is the magnet adapter, moved by magnet_rate toward the learner after each
     update. At rate 1 the magnet is the learner itself, so the next update's KL (taken before its one gradient
@@ -319,6 +354,17 @@ def test_mmd_pulls_toward_a_magnet_that_follows_the_learner():
                                                          s1.trainable["lora"]))):
         np.testing.assert_allclose(np.asarray(m), np.asarray(m0) + 0.25 * (np.asarray(x) - np.asarray(m0)),
                                    atol=1e-6)
+    # the rate is a traced hyper-parameter (a sweep vmaps it): one compiled update, two rates, each row's magnet
+    trainer = _kuhn_trainer(update_epochs=1, num_minibatches=1, kl_coef=0.5, algo="mmd", magnet_rate=0.25)
+    rates = jnp.asarray([1.0, 0.25], jnp.float32)
+    hps = jax.tree.map(lambda x: jnp.stack([x, x]), trainer.hparams)._replace(magnet_rate=rates)
+    states = jax.vmap(trainer.init, in_axes=(None, 0))(jax.random.PRNGKey(0), hps)
+    s1, _ = jax.jit(jax.vmap(trainer.update, in_axes=(0, 0, None)))(states, hps, trainer.base)
+    for m0, m, x in zip(*(jax.tree.leaves(t) for t in (states.trainable["magnet"], s1.trainable["magnet"],
+                                                         s1.trainable["lora"]))):
+        for row, rate in enumerate((1.0, 0.25)):
+            np.testing.assert_allclose(np.asarray(m[row]), np.asarray(m0[row]) + rate * (np.asarray(x[row])
+                                       - np.asarray(m0[row])), atol=1e-6)
     with pytest.raises(Exception, match="kl_coef"):
         _kuhn_trainer(algo="mmd", kl_coef=0.0)
 

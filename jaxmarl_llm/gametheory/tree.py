@@ -148,3 +148,29 @@ def build_tree(rules: Rules) -> GameTree:
                     levels=tuple(zip(starts[:-1], starts[1:])), histories=tuple(histories), keys=tuple(keys),
                     infoset_player=np.asarray(key_player + [-1], np.int32), infoset_legal=legal,
                     action_names=tuple(rules.action_names))
+
+
+def history_features(tree: GameTree) -> np.ndarray:
+    """[N + 1, F] float32: each node's whole history as one-hots, what no seat sees alone: the k-th chance
+    outcome (the cards) and the j-th move, each over `num_actions` values (zeros where not yet drawn or made),
+    then the mover (two, zeros at chance and terminal nodes; the sink row all zeros). A centralized critic's
+    input (envs/text/poker.py `world_state`): a value that knows every card is a baseline without the noise of
+    the opponent's hand."""
+    a = tree.num_actions
+    draws = moves = 0
+    kinds = []  # per node: (chance outcomes, moves) along its history
+    for h in tree.histories:
+        node, outcomes, acts = 0, [], []
+        for x in h:
+            (outcomes if tree.player[node] == CHANCE else acts).append(x)
+            node = tree.child[node, x]
+        kinds.append((outcomes, acts))
+        draws, moves = max(draws, len(outcomes)), max(moves, len(acts))
+    out = np.zeros((tree.sink + 1, (draws + moves) * a + 2), np.float32)
+    for n, (outcomes, acts) in enumerate(kinds):
+        for k, x in enumerate(outcomes + [None] * (draws - len(outcomes)) + acts):
+            if x is not None:
+                out[n, k * a + x] = 1.0
+        if tree.player[n] in (0, 1):
+            out[n, -2 + tree.player[n]] = 1.0
+    return out

@@ -139,7 +139,6 @@ def make_plan(config, env, tokenizer, policy: LMPolicy) -> Plan:
         anneal_lr=bool(config.anneal_lr), num_updates=max(int(config.total_episodes // config.num_envs), 1),
         critic_optimizer=float(config.critic.lr) > 0.0, value_norm=bool(config.critic.value_norm),
         lora_lr_ratio=float(config.lora.lr_ratio), train_base=bool(config.train_base),
-        magnet_rate=float(config.magnet_rate) if ALGORITHMS[registry_key(config.algo, config.credit)].magnet else 0.0,
         eval_every=int(config.in_graph_eval.every), eval_episodes=int(config.in_graph_eval.episodes),
         eval_opponents=tuple(config.in_graph_eval.opponents), eval_seed=int(config.in_graph_eval.seed),
         eval_average=str(config.in_graph_eval.get("average", "none")),
@@ -291,7 +290,7 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
     if algo_state is not None:  # a stateful estimator's per-role state (RAE: each role's running mean return)
         metrics.update({f"baseline_agent{a}": algo_state[a] for a in range(plan.num_agents)})
     if ALGORITHMS[plan.algo].magnet:  # the magnet follows the learner slowly (no gradient reaches it)
-        trainable = {**trainable, "magnet": jax.tree.map(lambda m, x: m + plan.magnet_rate * (x - m),
+        trainable = {**trainable, "magnet": jax.tree.map(lambda m, x: m + hp.magnet_rate * (x - m),
                                                          trainable["magnet"], trainable["lora"])}
     step = state.update_step + 1
     average = state.average

@@ -48,7 +48,7 @@ from jaxmarl_llm.gametheory import cfr
 from jaxmarl_llm.gametheory.exploitability import exploitability, tabular_policy, uniform_policy
 from jaxmarl_llm.gametheory.kuhn import KuhnRules
 from jaxmarl_llm.gametheory.leduc import LeducRules, parse
-from jaxmarl_llm.gametheory.tree import CHANCE, TERMINAL, GameTree, build_tree
+from jaxmarl_llm.gametheory.tree import CHANCE, TERMINAL, GameTree, build_tree, history_features
 
 RANKS = "JQK"
 
@@ -234,6 +234,7 @@ class _Poker(TextEnv):
         self.player = jnp.asarray(tree.player)
         self.payoff = jnp.asarray(tree.payoff)
         self.node_infoset = jnp.asarray(tree.infoset)  # [N + 1]
+        self.node_features = jnp.asarray(history_features(tree))  # [N + 1, F]: `world_state`
         self._setup([list(self.views.ids[0, : int(self.views.lens[0])])], [self.views.width])
 
     @property
@@ -293,6 +294,13 @@ class _Poker(TextEnv):
                 "won": legal & over & (self.payoff[node] > 0), "draw": jnp.broadcast_to(legal & over & (
                     self.payoff[node][0] == 0), (2,))}
         return new, reward, ~legal | over, jnp.bool_(False), info
+
+    def world_state(self, state, params=None) -> jax.Array:
+        """[F]: the hand so far as one-hots (every card dealt, every move, the mover; gametheory/tree.py
+        `history_features`): the input of a centralized critic (`critic.kind="world_state"`), whose value then
+        knows both hands, a baseline without the noise of the card a seat cannot see. The policy reads its own
+        view only."""
+        return self.node_features[state.node]
 
     # ---- candidates and built-in players --------------------------------------------------------------------
     def candidate_mask(self, state) -> jax.Array:

@@ -30,6 +30,7 @@ class LMHParams(NamedTuple):
     max_grad_norm: jax.Array
     critic_lr: jax.Array  # the critic's (value head's) own lr when `Plan.critic_optimizer`; config.critic.lr
     rae_decay: jax.Array  # RAE: decay of the per-role running mean returns
+    magnet_rate: jax.Array  # MMD: after each update magnet += magnet_rate x (learner - magnet), adapter weights
 
     @classmethod
     def from_config(cls, config) -> "LMHParams":
@@ -96,7 +97,6 @@ class Plan:
     value_norm: bool = False  # the critic learns normalised returns (algos/value_norm.py; config.critic.value_norm)
     train_base: bool = False  # the base's weights train too (trainable["base"]); config.train_base
     lora_lr_ratio: float = 1.0  # LoRA+: B's lr over A's (config.lora.lr_ratio; static: 1 keeps plain Adam's state)
-    magnet_rate: float = 0.0  # MMD: after each update magnet += magnet_rate x (learner - magnet), adapter weights
     # in-graph evaluation: every `eval_every` updates (and after the first) greedy games against the game's
     # built-in players (0 = off); evaluation/play.py `versus_builtins`
     eval_every: int = 0
