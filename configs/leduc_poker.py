@@ -6,7 +6,7 @@ updates the update reads the policy at all 936 information sets (one batched for
 seats' exact best responses: `eval/exploitability` (uniform play: 2.374; an equilibrium: 0).
 
     .venv/bin/python experiments/train.py --config=configs/leduc_poker.py            # 1000 updates, in words
-    .venv/bin/python experiments/train.py --config=configs/leduc_poker.py:compact    # 9000 updates, ~36 min
+    .venv/bin/python experiments/train.py --config=configs/leduc_poker.py:compact    # 9000 updates, 35-55 min
 
 Magnetic mirror descent (`algo="mmd"`): PPO with a reverse-KL pull (kl_coef) toward a magnet adapter that
 follows the learner (magnet_rate) and an entropy bonus falling from 0.2 to 0.02; the average of the iterates
@@ -14,8 +14,10 @@ evaluated from update 400 on (`:compact`: 3000; `eval/average_exploitability`) i
 judged by; `--config.algo=ppo --config.kl_coef=0` is plain self-play PPO. `--config.critic.kind=world_state`
 gives the value the whole hand (both seats' cards and every move, envs/text/poker.py; the policy still reads its
 own view): 0.172 at 9000 updates on seed 0, but seed 1 drifts to 0.84 where the value head's run is at 0.41
-(docs/results.md), so the value head on each seat's view stays the default. The observations leave out the rules line (`env_kwargs.rules=False`): every hand re-reads
-its observation at every move, so its length is most of an update's cost. `configs/leduc_poker.py:compact` writes
+(docs/results.md), so the value head on each seat's view stays the default.
+
+The observations leave out the rules line (`env_kwargs.rules=False`): every hand re-reads its observation at
+every move, so its length is most of an update's cost. `configs/leduc_poker.py:compact` writes
 the same information sets in symbols (`P2:Q:K;+=/+;?`, envs/text/poker.py): 16 tokens on average instead of 78.
 """
 
