@@ -161,3 +161,47 @@ def test_own_turn_token_gae_chains_the_seats_tokens():
         got = own_turn_token_gae(rr, vv[..., None], aa[..., None], g, lam, gamma_per_turn=per_turn)
         for x, y in zip(ref, got):
             np.testing.assert_allclose(np.asarray(x), np.asarray(y[..., 0]), atol=1e-5)
+
+
+def test_token_own_credits_each_paid_part_to_its_token_alone():
+    """`credit="token_own"`: a token's advantage is GAE over the reward less the paid parts, plus its own part less
+    the mean paid at its place; a later token's luck moves the earlier tokens' advantages under "ppo/token" but
+    not here, and a batch split over a data axis gets the whole batch's baseline."""
+    from types import SimpleNamespace
+
+    from jaxmarl_llm.algos.lm_objective import ALGORITHMS, EstimatorInput
+    from jaxmarl_llm.algos.token_credit import own_turn_token_gae
+
+    # 4 episodes, one turn of 3 tokens (two digits and an end), each digit paid 0.1 when right; the turn's reward
+    # is the paid parts plus 1 for episode 3's answer
+    paid = jnp.array([[0.1, 0.0, 0.0], [0.0, 0.1, 0.0], [0.1, 0.1, 0.0], [0.0, 0.0, 0.0]])[None, :, None]  # [1,4,1,3]
+    reward = paid.sum(-1) + jnp.array([0.0, 0.0, 0.0, 1.0])[None, :, None]  # [1, 4, 1]
+    mask = jnp.ones_like(paid, bool)
+    value = jax.random.normal(jax.random.PRNGKey(0), paid.shape) * 0.1
+    hp = SimpleNamespace(gamma=1.0, gae_lambda=0.95)
+
+    def advantages(key, reward, paid, axis_name=None):
+        x = EstimatorInput(reward, None, None, None, lambda a: a, axis_name=axis_name, token_value=value,
+                           token_mask=mask, token_reward=paid)
+        return ALGORITHMS[key].advantages(x, hp, None)[:2]
+
+    adv, ret = advantages("ppo/token_own", reward, paid)
+    rest_adv, rest_ret = own_turn_token_gae(reward - paid.sum(-1), value, mask, 1.0, 0.95)
+    own = paid - paid.mean(1, keepdims=True)  # the place's mean over the 4 episodes
+    np.testing.assert_allclose(np.asarray(adv), np.asarray(rest_adv + own), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(ret), np.asarray(rest_ret), atol=1e-6)  # the value learns the rest
+    # episode 0's second digit right by luck: its first token's advantage stays under token_own, moves under token
+    luck = paid.at[0, 0, 0, 1].set(0.1)
+    lucky_reward = reward.at[0, 0, 0].add(0.1)
+    moved = advantages("ppo/token_own", lucky_reward, luck)[0] - adv
+    np.testing.assert_allclose(np.asarray(moved[0, 0, 0, 0]), 0.0, atol=1e-7)
+    assert float(moved[0, 0, 0, 1]) > 0.05  # the lucky token itself is paid
+    plain = advantages("ppo/token", lucky_reward, luck)[0] - advantages("ppo/token", reward, paid)[0]
+    assert float(plain[0, 0, 0, 0]) > 0.05
+    # two shards of 2 episodes on a data axis: the baseline is the whole batch's
+    split = lambda a: jnp.moveaxis(a.reshape(1, 2, 2, *a.shape[2:]), 1, 0)  # noqa: E731  [1,4,..] -> [2,1,2,..]
+    sharded = jax.vmap(lambda r, p, v, m: ALGORITHMS["ppo/token_own"].advantages(
+        EstimatorInput(r, None, None, None, lambda a: a, axis_name="data", token_value=v, token_mask=m,
+                       token_reward=p), hp, None)[0], axis_name="data")(split(reward), split(paid), split(value),
+                                                                        split(mask))
+    np.testing.assert_allclose(np.asarray(jnp.moveaxis(sharded, 0, 1).reshape(adv.shape)), np.asarray(adv), atol=1e-6)
