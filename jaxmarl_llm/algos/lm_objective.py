@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jaxmarl_llm.algos import grpo, kl, magrpo, rae, rloo
 from jaxmarl_llm.algos.gae import own_turn_gae
 from jaxmarl_llm.algos.ppo import PPOCoefs, mesh_sum, ppo_loss, shard_mean
-from jaxmarl_llm.algos.token_credit import own_token_credit, own_turn_token_gae
+from jaxmarl_llm.algos.token_credit import own_turn_token_gae
 
 
 class EstimatorInput(NamedTuple):
@@ -73,16 +73,6 @@ def token_gae(x: EstimatorInput, hp, state, gamma_per_turn: bool = False):
     adv, ret = own_turn_token_gae(x.to_loss(x.reward), x.token_value, x.token_mask, hp.gamma, hp.gae_lambda,
                                   x.token_reward, gamma_per_turn)
     return adv, ret, state
-
-
-def token_gae_own_parts(x: EstimatorInput, hp, state):
-    """PPO with token credit where each token's paid part counts for that token alone: GAE over the rest of the
-    reward (the value learns that rest) plus the token's part less its place's batch mean (`own_token_credit`).
-    For dense per-token rewards whose success by chance at one token says nothing of another's."""
-    paid = jnp.zeros_like(x.token_value) if x.token_reward is None else jnp.where(x.token_mask, x.token_reward, 0.0)
-    rest = x.to_loss(x.reward) - paid.sum(-1)  # [T, N, A_l]
-    adv, ret = own_turn_token_gae(rest, x.token_value, x.token_mask, hp.gamma, hp.gae_lambda)
-    return adv + own_token_credit(paid, x.token_mask, x.axis_name), ret, state
 
 
 def _per_episode(estimate: Callable, x: EstimatorInput):
@@ -170,8 +160,6 @@ ALGORITHMS: dict[str, Algorithm] = {
     # the same with gamma between turns only (`credit="token_by_turn"`)
     "ppo/token_by_turn": Algorithm(functools.partial(token_gae, gamma_per_turn=True), clipped_ppo, critic=True,
                                    groups=False, token_values=True),
-    # each token's paid part for that token alone, the rest through GAE (`credit="token_own"`)
-    "ppo/token_own": Algorithm(token_gae_own_parts, clipped_ppo, critic=True, groups=False, token_values=True),
     "grpo": Algorithm(group_normalized, clipped_grpo, critic=False),
     "rloo": Algorithm(leave_one_out, reinforce, critic=False),
     "magrpo": Algorithm(team_group_normalized, clipped_grpo, critic=False),
@@ -183,8 +171,7 @@ ALGORITHMS: dict[str, Algorithm] = {
 }
 
 
-# `--config.credit`: per turn, or per token (gamma per token or per turn; or each token's paid part its own)
-CREDITS = ("turn", "token", "token_by_turn", "token_own")
+CREDITS = ("turn", "token", "token_by_turn")  # `--config.credit`: per turn, or per token (gamma per token or per turn)
 
 
 def registry_key(algo: str, credit: str = "turn") -> str:

@@ -20,7 +20,6 @@ import jax.numpy as jnp
 
 from jaxmarl_llm.algos.gae import gae
 from jaxmarl_llm.algos.masked import where_mask
-from jaxmarl_llm.algos.ppo import mesh_sum
 
 
 def last_token_mask(mask: jax.Array) -> jax.Array:
@@ -138,18 +137,3 @@ def own_turn_token_gae(
     adv, ret = token_gae(seq(token_r), seq(values), seq(m), None, gamma, lam)
     back = lambda x: jnp.moveaxis(x.reshape(x.shape[:-1] + (m.shape[0], m.shape[-1])), -2, 0)  # noqa: E731
     return back(adv), back(ret)
-
-
-def own_token_credit(token_rewards: jax.Array, mask: jax.Array, axis_name: str | None = None) -> jax.Array:
-    """[T, N, ..., M] -> [T, N, ..., M]: each token's own paid part less the mean paid at the same turn and place
-    over the batch's episodes (axis 1, summed over `axis_name` too, so a sharded batch gives one baseline).
-
-    A dense part credited to its own token alone: under GAE a token's advantage also carries every later token's
-    part, whose chance success is noise to it (a call's first digit hears the luck of the seven after it).
-    """
-    m = mask.astype(token_rewards.dtype)
-    paid = token_rewards * m
-    count = mesh_sum(m.sum(1, keepdims=True), axis_name)  # [T, 1, ..., M]
-    mean = mesh_sum(paid.sum(1, keepdims=True), axis_name) / jnp.maximum(count, 1.0)
-    return (paid - mean) * m
-

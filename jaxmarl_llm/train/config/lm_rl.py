@@ -97,9 +97,7 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.critic = ml_collections.ConfigDict({"kind": "ippo", "hidden": 256, "lr": 0.0, "value_norm": False})
     # PPO's credit: "turn" = GAE over the seat's turns, every token of a turn gets its turn's advantage;
     # "token" = GAE over generated tokens (turn reward on the turn's last token, a value per token; gamma per
-    # token); "token_by_turn" = the same with gamma only between turns (a reply's tokens undiscounted);
-    # "token_own" = each token's paid part (the env's info["token_reward"]) for that token alone, less its
-    # place's batch mean, and GAE over the rest of the reward
+    # token); "token_by_turn" = the same with gamma only between turns (a reply's tokens undiscounted)
     c.credit = "turn"
     c.clip_value = False  # PPO value clipping (by clip_eps) around the values the advantages used
     # one adapter for every learning agent, or one per agent (with an opponent pool: one per seat, the loss
