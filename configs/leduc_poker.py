@@ -14,7 +14,7 @@ update 400 on (`:compact`: 3000; `eval/average_exploitability`) is the policy th
 `--config.algo=ppo --config.kl_coef=0` is plain self-play PPO. `:compact` is the 60-minute recipe: 128 hands an
 update, 9000 updates, the average from update 3000, a critic that reads the whole hand (`critic.kind="world_state"`:
 both seats' cards and every move, envs/text/poker.py; the policy still reads its own view) and a firmer magnet
-(kl_coef 1.0): average 0.18 / 0.2002 at the end on seeds 0 / 1 (docs/results.md). With the critic on each seat's own
+(kl_coef 1.0): average 0.182 / 0.2002 at the end on seeds 0 / 1 (docs/results.md). With the critic on each seat's own
 view (`--config.critic.kind=ippo --config.kl_coef=0.4`) 0.228 / 0.306; with the world-state critic at kl_coef 0.4
 seed 0 reaches 0.172 but seed 1 drifts to 0.84.
 
