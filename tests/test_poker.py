@@ -406,6 +406,30 @@ def test_the_entropy_bonus_moves_linearly_to_ent_coef_end():
     assert lm_rl_defaults().ent_coef_end is None and fv.config.ent_coef_end == 0.05
 
 
+def test_entropy_max_turns_the_bonus_off_at_and_above_it():
+    """entropy_max: a minibatch whose mean entropy is at or above the cap gets no bonus (the update equals one at
+    ent_coef 0), one below it the whole bonus (the update equals the uncapped one); `ent_coef` logs what was paid."""
+    from jaxmarl_llm.train.config import ConfigError
+
+    def one_update(**kw):
+        trainer = _kuhn_trainer(update_epochs=1, num_minibatches=1, **kw)  # one minibatch: its entropy is logged
+        state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+        state, metrics = jax.jit(trainer.update)(state, trainer.hparams, trainer.base)
+        return np.concatenate([np.ravel(x) for x in jax.tree.leaves(state.trainable["lora"])]), metrics
+
+    paid, m = one_update(ent_coef=0.05)
+    unpaid, _ = one_update(ent_coef=0.0)
+    assert np.abs(paid - unpaid).max() > 1e-7 and float(m["ent_coef"]) == pytest.approx(0.05)
+    entropy = float(m["entropy"])
+    above, m_above = one_update(ent_coef=0.05, entropy_max=0.5 * entropy)
+    below, m_below = one_update(ent_coef=0.05, entropy_max=2.0 * entropy)
+    np.testing.assert_array_equal(above, unpaid)
+    np.testing.assert_array_equal(below, paid)
+    assert float(m_above["ent_coef"]) == 0.0 and float(m_below["ent_coef"]) == pytest.approx(0.05)
+    with pytest.raises(ConfigError, match="entropy_max: must be a number > 0 or None"):
+        _kuhn_trainer(entropy_max=0.0)
+
+
 @pytest.mark.slow
 def test_mmd_self_play_cuts_kuhn_exploitability_from_a_random_model():
     """configs/kuhn_poker.py as shipped (random tiny model, MMD, seed 0) for 150 updates: the exact

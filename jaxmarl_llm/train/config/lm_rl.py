@@ -142,6 +142,10 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # digits of a reply, the move it names, each the entropy of the choice among the digits, so a bonus large
     # enough to keep the choice exploring moves no probability into the reply's format)
     c.entropy_tokens = "all"
+    # None: the bonus always pays; a number: no bonus in a minibatch whose mean entropy (of the tokens it counts) is
+    # at or above this, so a policy whose replies all broke their format (every return equal, no advantage) is not
+    # carried on by the bonus alone to uniform noise, from which no reply earns anything to come back by
+    c.entropy_max = ml_collections.config_dict.placeholder(float)
     c.vf_coef = 0.5
     c.kl_coef = 0.0
     c.kl_estimator = "k3"
@@ -238,6 +242,9 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(config.get("ent_coef_end") is None or (isinstance(config.ent_coef_end, (int, float))
                                                       and config.ent_coef_end >= 0), "ent_coef_end",
              f"must be a number >= 0 or None (constant ent_coef), got {config.get('ent_coef_end')!r}")
+    _require(config.get("entropy_max") is None or (isinstance(config.entropy_max, (int, float))
+                                                     and config.entropy_max > 0), "entropy_max",
+             f"must be a number > 0 or None (no cap), got {config.get('entropy_max')!r}")
     _require(isinstance(config.rae_decay, (int, float)) and 0.0 <= config.rae_decay < 1.0, "rae_decay",
              f"must be in [0, 1), got {config.rae_decay!r}")
     _require(config.critic.kind in ("ippo", "mappo", "world_state"), "critic.kind",

@@ -23,6 +23,7 @@ class LMHParams(NamedTuple):
     clip_eps: jax.Array
     ent_coef: jax.Array  # the entropy bonus at the first update
     ent_coef_end: jax.Array  # ... and at the last: it moves linearly in between (`at_step`); = ent_coef: constant
+    entropy_max: jax.Array  # the bonus is off in a minibatch whose mean entropy is at or above this (inf: never)
     vf_coef: jax.Array
     kl_coef: jax.Array
     gamma: jax.Array
@@ -37,6 +38,8 @@ class LMHParams(NamedTuple):
         values = {name: config.critic.lr if name == "critic_lr" else config.get(name) for name in cls._fields}
         if values["ent_coef_end"] is None:
             values["ent_coef_end"] = config.ent_coef
+        if values["entropy_max"] is None:
+            values["entropy_max"] = float("inf")
         return cls(**{name: jnp.asarray(v, jnp.float32) for name, v in values.items()})
 
     def at_step(self, step: jax.Array, num_updates: int) -> "LMHParams":
