@@ -17,7 +17,8 @@ from jaxmarl_llm.run.cli import check_overrides, command_config, fail, main_guar
 from jaxmarl_llm.run.run_lock import RunLock
 from jaxmarl_llm.run.sweep import SWEEP_TABLE, format_table, make_grid, parse_values, run_sweep
 
-_SWEEPABLE = ("lr", "clip_eps", "ent_coef", "ent_coef_end", "entropy_max", "vf_coef", "gamma", "gae_lambda", "max_grad_norm", "kl_coef",
+_SWEEPABLE = ("lr", "clip_eps", "ent_coef", "ent_coef_end", "entropy_max", "vf_coef", "gamma", "gae_lambda",
+              "max_grad_norm", "kl_coef",
               "magnet_rate", "rae_decay",  # MMD's magnet, RAE's baselines
               "weight_decay", "beta", "label_smoothing", "sft_coef",  # beta .. sft_coef: DPO
               "min_return")  # SFT with source="policy"
