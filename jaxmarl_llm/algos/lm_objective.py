@@ -220,12 +220,12 @@ def lm_loss(algo: Algorithm, s: Scored, hp, *, aggregation: str, kl_estimator: s
         entropy = entropy_only_at(s.entropy, s.token_mask, s.entropy_mask, axis_name)
     # the bonus pays only below entropy_max (the minibatch's mean): once every reply has broken the format (all
     # returns equal, no advantage) it alone would carry the policy on to uniform noise
-    mean_entropy = mesh_sum(shard_mean(jax.lax.stop_gradient(entropy), s.token_mask, axis_name), axis_name)
-    hp = hp._replace(ent_coef=jnp.where(mean_entropy < hp.entropy_max, hp.ent_coef, 0.0))
+    entropy_share = shard_mean(jax.lax.stop_gradient(entropy), s.token_mask, axis_name)
+    hp = hp._replace(ent_coef=jnp.where(mesh_sum(entropy_share, axis_name) < hp.entropy_max, hp.ent_coef, 0.0))
     loss, metrics = algo.policy_loss(s.logprob, s.old_logprob, token_adv, s.token_mask, entropy, hp,
                                      aggregation=aggregation, axis_name=axis_name)
     if "entropy" not in metrics:  # logged for every algorithm: a falling entropy precedes a collapse
-        metrics = {**metrics, "entropy": shard_mean(jax.lax.stop_gradient(entropy), s.token_mask, axis_name)}
+        metrics = {**metrics, "entropy": entropy_share}
     metrics = {**metrics, "ent_coef": hp.ent_coef / mesh_sum(1.0, axis_name)}  # the bonus paid (a shard's share)
     if algo.critic:
         err = jnp.square(s.value - s.ret)
