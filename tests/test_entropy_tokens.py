@@ -1,6 +1,8 @@
 """`config.entropy_tokens`: an entropy bonus that counts only some generated tokens (the digits of a free-text
 move), so a bonus large enough to keep the choice exploring leaves the reply's format alone."""
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,24 +50,28 @@ def test_ppo_bonus_pulls_only_on_the_chosen_tokens_and_logs_both_entropies():
     entropy, token_mask, entropy_mask = _loss_pieces(seed=1)
     zeros = jnp.zeros(entropy.shape)
 
-    class HP:
-        clip_eps, ent_coef, vf_coef, kl_coef = 0.2, 0.1, 0.5, 0.0
+    class HP(NamedTuple):  # the LMHParams numbers lm_loss reads (it replaces ent_coef: entropy_max's cap)
+        clip_eps: float = 0.2
+        ent_coef: float = 0.1
+        vf_coef: float = 0.5
+        kl_coef: float = 0.0
+        entropy_max: float = float("inf")
 
     def loss(ent, mask):
         s = Scored(zeros, ent, zeros[..., 0], zeros, zeros[..., 0], zeros[..., 0], zeros[..., 0], token_mask,
                    token_mask[..., 0], None, mask)
-        return lm_loss(ALGORITHMS["ppo"], s, HP, aggregation="token", kl_estimator="k3", clip_value=False,
+        return lm_loss(ALGORITHMS["ppo"], s, HP(), aggregation="token", kl_estimator="k3", clip_value=False,
                        axis_name=None)
 
     grad = np.asarray(jax.grad(lambda x: loss(x, entropy_mask)[0])(entropy))  # zero advantages: the bonus alone
     em = np.asarray(entropy_mask)
-    np.testing.assert_allclose(grad[em], -HP.ent_coef / em.sum(), rtol=1e-6)
+    np.testing.assert_allclose(grad[em], -HP().ent_coef / em.sum(), rtol=1e-6)
     assert not np.any(grad[~em])
     _, metrics = loss(entropy, entropy_mask)
     e = np.asarray(entropy)
     assert float(metrics["entropy"]) == pytest.approx(e[em].mean(), rel=1e-6)
     grad_all = np.asarray(jax.grad(lambda x: loss(x, None)[0])(entropy))  # the default: every generated token
-    np.testing.assert_allclose(grad_all[np.asarray(token_mask)], -HP.ent_coef / token_mask.sum(), rtol=1e-6)
+    np.testing.assert_allclose(grad_all[np.asarray(token_mask)], -HP().ent_coef / token_mask.sum(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0, 0.7])
