@@ -39,7 +39,7 @@ LATER_DEFAULTS = {"mesh.fsdp": 1, "lora.lr_ratio": 1.0, "critic.value_norm": Fal
                   "model.attention_block_q": 0, "model.attention_block_k": 0, "model.remat": "off", "teacher": "expert",
                   "opponent_pool.seat_weights": [], "opponent_pool.equilibrium": 0.0,
                   "in_graph_eval.average": "none", "in_graph_eval.average_from": 0, "in_graph_eval.average_every": 0,
-                  "ent_coef_end": None, "entropy_max": None,
+                  "ent_coef_end": None, "entropy_max": None, "max_step_kl": None,
                   "in_graph_eval.cross_play": 0, "in_graph_eval.cross_play_temperature": 1.0,
                   "env_kwargs.sizes": [1024], "env_kwargs.say_range": False,
                   "env_kwargs.bonus": "found", "env_kwargs.guess_last": False, "env_kwargs.padded": False,

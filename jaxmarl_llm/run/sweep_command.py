@@ -18,7 +18,7 @@ from jaxmarl_llm.run.run_lock import RunLock
 from jaxmarl_llm.run.sweep import SWEEP_TABLE, format_table, make_grid, parse_values, run_sweep
 
 _SWEEPABLE = ("lr", "clip_eps", "ent_coef", "ent_coef_end", "entropy_max", "vf_coef", "gamma", "gae_lambda",
-              "max_grad_norm", "kl_coef",
+              "max_grad_norm", "max_step_kl", "kl_coef",
               "magnet_rate", "rae_decay",  # MMD's magnet, RAE's baselines
               "weight_decay", "beta", "label_smoothing", "sft_coef",  # beta .. sft_coef: DPO
               "min_return")  # SFT with source="policy"
@@ -68,6 +68,8 @@ def _sweep(config, sweep, overrides: dict, out_dir: str) -> None:
     if config.get("mesh", {}).get("fsdp", 1) != 1:
         raise ConfigError("config.mesh.fsdp: a sweep vmaps the trainer on one device, with the whole base on it; "
                           "shard a large base with experiments/train.py (one run per setting)")
+    if "max_step_kl" in overrides and config.get("max_step_kl") is None:  # the bound's forward is compiled in
+        config.max_step_kl = max(overrides["max_step_kl"])  # (each row then reads its own value)
     trainer, _, steps_per_update, headline = entry.build(config)
     rows, hparams, keys = make_grid(trainer.hparams, overrides, sweep.seeds, config.seed)
     print(f"{len(rows)} runs x {trainer.num_updates} updates in one program")

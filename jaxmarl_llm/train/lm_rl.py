@@ -52,6 +52,7 @@ from jaxmarl_llm.train.lm.plan import LMHParams, Plan
 from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
 from jaxmarl_llm.train.lm.scoring import token_values
 from jaxmarl_llm.train.lm.setup import setup_lm, with_remat
+from jaxmarl_llm.train.lm.step_bound import bounded_step
 from jaxmarl_llm.train.lm.throughput import update_work
 from jaxmarl_llm.train.lm.weights import float32_master
 from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
@@ -148,6 +149,7 @@ def make_plan(config, env, tokenizer, policy: LMPolicy) -> Plan:
         eval_exact=bool(config.in_graph_eval.get("exact", False)),
         eval_cross_play_temperature=float(config.in_graph_eval.get("cross_play_temperature", 1.0)),
         transcript_episodes=int(config.run.transcript_episodes) if int(config.run.transcripts_every) > 0 else 0,
+        bound_step=config.get("max_step_kl") is not None,
     )
     rollout_path(plan).check(plan, plan.num_envs)  # minibatch settings that cannot cut this run's episodes
     return plan
@@ -276,6 +278,10 @@ def update(plan: Plan, path: RolloutPath, env, policy: LMPolicy, state: LMRunner
     (trainable, opt_state), loss_metrics = jax.lax.scan(
         epoch, (state.trainable, state.opt_state), jax.random.split(k_epochs, plan.update_epochs))
     metrics = {k: v.mean() for k, v in loss_metrics.items()}
+    if plan.bound_step:  # no trust region within one step: the policy's step held to max_step_kl on this batch
+        trainable, step_metrics = bounded_step(plan, path.score, policy, base, state.trainable, trainable,
+                                               train_turns, seqs, hp, axis_name)
+        metrics.update(step_metrics)
     if "scored" in loss_metrics:  # minibatches with all-zero advantages were skipped: entropy over those that ran
         ran = loss_metrics.pop("scored")
         metrics["entropy"] = (loss_metrics["entropy"] * ran).sum() / jnp.maximum(ran.sum(), 1.0)

@@ -155,6 +155,11 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     c.gamma = 1.0
     c.gae_lambda = 0.95
     c.max_grad_norm = 1.0
+    # None: no bound; a number: each update's policy step is scaled back until its KL (rollout policy || stepped
+    # policy, on the batch's tokens) is about this (train/lm/step_bound.py; one more forward an update). One
+    # minibatch of one epoch has no trust region (PPO's clip acts from the second step): a step can move a free-text
+    # reply's structure and break every episode's format at once
+    c.max_step_kl = ml_collections.config_dict.placeholder(float)
     c.grpo_normalize_std = True  # False: Dr.GRPO advantages
     c.rae_decay = 0.95  # RAE: each role's baseline moves (1 - rae_decay) of the way to the batch's mean return
     # how GRPO / RAE sum token losses: "token", "sequence", "sequence_sum", "constant" (Dr.GRPO) (algos/grpo.py)
@@ -245,6 +250,9 @@ def validate_lm_rl(config: ml_collections.ConfigDict) -> None:
     _require(config.get("entropy_max") is None or (isinstance(config.entropy_max, (int, float))
                                                      and config.entropy_max > 0), "entropy_max",
              f"must be a number > 0 or None (no cap), got {config.get('entropy_max')!r}")
+    _require(config.get("max_step_kl") is None or (isinstance(config.max_step_kl, (int, float))
+                                                    and config.max_step_kl > 0), "max_step_kl",
+             f"must be a number > 0 or None (no bound), got {config.get('max_step_kl')!r}")
     _require(isinstance(config.rae_decay, (int, float)) and 0.0 <= config.rae_decay < 1.0, "rae_decay",
              f"must be in [0, 1), got {config.rae_decay!r}")
     _require(config.critic.kind in ("ippo", "mappo", "world_state"), "critic.kind",

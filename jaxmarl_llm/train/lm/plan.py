@@ -32,14 +32,16 @@ class LMHParams(NamedTuple):
     critic_lr: jax.Array  # the critic's (value head's) own lr when `Plan.critic_optimizer`; config.critic.lr
     rae_decay: jax.Array  # RAE: decay of the per-role running mean returns
     magnet_rate: jax.Array  # MMD: after each update magnet += magnet_rate x (learner - magnet), adapter weights
+    max_step_kl: jax.Array  # an update's policy step is scaled back to this KL on its batch (inf: never)
 
     @classmethod
     def from_config(cls, config) -> "LMHParams":
         values = {name: config.critic.lr if name == "critic_lr" else config.get(name) for name in cls._fields}
         if values["ent_coef_end"] is None:
             values["ent_coef_end"] = config.ent_coef
-        if values["entropy_max"] is None:
-            values["entropy_max"] = float("inf")
+        for name in ("entropy_max", "max_step_kl"):  # None: no cap
+            if values[name] is None:
+                values[name] = float("inf")
         return cls(**{name: jnp.asarray(v, jnp.float32) for name, v in values.items()})
 
     def at_step(self, step: jax.Array, num_updates: int) -> "LMHParams":
@@ -125,6 +127,8 @@ class Plan:
     # (`config.entropy_tokens`, e.g. the digits that name a move: the choice keeps exploring, the format is left
     # alone); () = every generated token, the whole vocabulary's entropy
     entropy_tokens: tuple[int, ...] = ()
+    # each update's policy step held to `hp.max_step_kl` on its batch (train/lm/step_bound.py): one more forward
+    bound_step: bool = False
 
     @property
     def num_lm(self) -> int:

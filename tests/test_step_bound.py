@@ -1,0 +1,48 @@
+"""`config.max_step_kl` (train/lm/step_bound.py): an update's policy step scaled back to a KL bound on its batch."""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxmarl_llm.errors import ConfigError
+from test_poker import _kuhn_trainer
+
+
+def _flat(tree) -> np.ndarray:
+    return np.concatenate([np.ravel(x) for x in jax.tree.leaves(tree)])
+
+
+def _one_update(**kw):
+    """(trainable before, trainable after, metrics) of one update of Kuhn self-play from a fixed start."""
+    trainer = _kuhn_trainer(update_epochs=1, num_minibatches=1, **kw)
+    before = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    after, metrics = jax.jit(trainer.update)(before, trainer.hparams, trainer.base)
+    return before.trainable, after.trainable, metrics
+
+
+def test_the_step_is_scaled_back_to_the_bound_and_the_critic_keeps_its_step():
+    before, free, _ = _one_update()
+    _, loose, m_loose = _one_update(max_step_kl=1e9)
+    step_kl = float(m_loose["step_kl"])
+    assert step_kl > 0 and float(m_loose["step_scale"]) == 1.0
+    np.testing.assert_array_equal(_flat(loose), _flat(free))  # a bound it does not reach changes nothing
+
+    _, held, m_held = _one_update(max_step_kl=step_kl / 4)  # KL grows as the step's square: half the step
+    assert float(m_held["step_kl"]) == pytest.approx(step_kl, rel=1e-6)  # the full step's, measured
+    assert float(m_held["step_scale"]) == pytest.approx(0.5, rel=1e-5)
+    np.testing.assert_allclose(_flat(held["lora"]), _flat(before["lora"]) + 0.5 * (_flat(free["lora"])
+                                                                                    - _flat(before["lora"])),
+                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(_flat(held["value_head"]), _flat(free["value_head"]))
+
+
+def test_step_kl_measures_the_step():
+    """Adam's step is proportional to the lr, and a KL to the step's square: 10x the lr, ~100x the KL."""
+    small = float(_one_update(lr=3e-3, max_step_kl=1e9)[2]["step_kl"])
+    large = float(_one_update(lr=3e-2, max_step_kl=1e9)[2]["step_kl"])
+    assert 30 < large / small < 300, (small, large)
+
+
+def test_max_step_kl_must_be_positive():
+    with pytest.raises(ConfigError, match="max_step_kl: must be a number > 0 or None"):
+        _kuhn_trainer(max_step_kl=0.0)
