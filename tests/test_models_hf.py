@@ -192,3 +192,31 @@ def test_missing_files(saved, tmp_path):
     os.remove(os.path.join(path, "config.json"))
     with pytest.raises(FileNotFoundError, match="config.json"):
         hf.load_pretrained(path)
+
+
+def test_random_model_rope_theta_is_built_saved_and_read_by_transformers(tmp_path):
+    """`model.rope_theta` sets the random tiny model's rotary base (0: the family's, 1e6 for qwen3); the base
+    travels in the saved checkpoint, and transformers reading that folder computes our logits."""
+    from jaxmarl_llm.errors import ConfigError
+    from jaxmarl_llm.policies.lm_policy import build_model
+    from jaxmarl_llm.tokenizers import GAMES_BPE, HFTokenizer
+    from jaxmarl_llm.train.config import lm_rl_defaults, validate_lm_rl
+    from tiny_configs import TINY_MODEL, tiny_lm_rl
+
+    c = lm_rl_defaults()
+    c.model.update(TINY_MODEL)
+    tok = HFTokenizer(GAMES_BPE)
+    assert build_model(c.model, tok, 0)[0].rope_theta == 1_000_000.0
+    c.model.rope_theta = 10_000.0
+    cfg, params = build_model(c.model, tok, 0)
+    assert cfg.rope_theta == 10_000.0
+    hf.save_pretrained(str(tmp_path), cfg, params)
+    assert hf.load_pretrained(str(tmp_path))[0].rope_theta == 10_000.0
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), attn_implementation="eager").eval()
+    tokens, lengths = _padded_batch([23], 23, seed=5, vocab=cfg.vocab_size)
+    logits, _, _ = transformer.forward_jit(params, jnp.asarray(tokens), cfg)
+    np.testing.assert_allclose(np.asarray(logits[0]), _hf_logits(model, tokens, lengths)[0], atol=1e-4, rtol=0)
+    bad = tiny_lm_rl("text/kuhn_poker", "word", env_kwargs={})
+    bad.model.rope_theta = -1.0
+    with pytest.raises(ConfigError, match="model.rope_theta: must be a number >= 0"):
+        validate_lm_rl(bad)

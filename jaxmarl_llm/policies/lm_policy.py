@@ -312,6 +312,7 @@ def build_model(mcfg, tokenizer, seed: int, host: bool = False) -> tuple[ModelCo
         num_layers=mcfg.num_layers, num_heads=mcfg.num_heads, num_kv_heads=mcfg.num_kv_heads, head_dim=mcfg.head_dim,
         max_position_embeddings=mcfg.max_position_embeddings, dtype=mcfg.dtype, param_dtype=mcfg.dtype,
         tie_embeddings=bool(mcfg.get("tie_embeddings", False)), **attention_settings(mcfg),
+        **({"rope_theta": float(mcfg.rope_theta)} if mcfg.get("rope_theta", 0.0) else {}),
     )
     # std 0.1 (not 0.02): with RMSNorm fixing |h|, LoRA on the blocks can only steer the logits
     # as far as |lm_head rows| allows; a from-scratch base needs room to express preferences.

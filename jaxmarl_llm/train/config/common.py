@@ -126,6 +126,9 @@ def check_model_checkpoint(config: ml_collections.ConfigDict) -> None:
         block = config.model.get(name, 0)
         _require(valid_attention_block(block), f"model.{name}",
                  f"must be 0 (the platform's default) or a power of two >= 16, got {block!r}")
+    theta = config.model.get("rope_theta", 0.0)
+    _require(isinstance(theta, (int, float)) and theta >= 0, "model.rope_theta",
+             f"must be a number >= 0 (0: the family's rotary base), got {theta!r}")
     from jaxmarl_llm.models.config import PRESETS
 
     preset = config.model.get("preset", "")

@@ -56,6 +56,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
             "max_position_embeddings": 4096,
             "init_seed": 0,
             "init_std": 0.1,
+            # the rotary base of the random model (0: its family's, 1e6 for qwen3); with 16-wide heads 1e6 leaves
+            # half the frequencies turning less than once in 1000 positions, 1e4 spreads them over short offsets
+            "rope_theta": 0.0,
             # the output head is the input embedding (as Qwen3-0.6B / 1.7B): what a role learns about a word's
             # embedding shapes the logits of writing it (twenty questions: the answerer's word knowledge steers
             # the questioner's guesses)
