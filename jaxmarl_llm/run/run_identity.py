@@ -36,7 +36,8 @@ RESUMABLE_KEYS = frozenset({"resume", "resume_force", "run", "total_episodes", "
 # the same run as a config holding that value (an older run resumes without resume_force)
 LATER_DEFAULTS = {"mesh.fsdp": 1, "lora.lr_ratio": 1.0, "critic.value_norm": False, "train_base": False,
                   "target_agents": [], "model.tie_embeddings": False, "model.attention_backend": "xla",
-                  "model.attention_block_q": 0, "model.attention_block_k": 0, "model.remat": "off", "model.rope_theta": 0.0, "teacher": "expert",
+                  "model.attention_block_q": 0, "model.attention_block_k": 0, "model.remat": "off",
+                  "model.rope_theta": 0.0, "teacher": "expert",
                   "opponent_pool.seat_weights": [], "opponent_pool.equilibrium": 0.0,
                   "in_graph_eval.average": "none", "in_graph_eval.average_from": 0, "in_graph_eval.average_every": 0,
                   "ent_coef_end": None, "entropy_max": None, "max_step_kl": None,
