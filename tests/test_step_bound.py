@@ -70,3 +70,24 @@ def test_eight_devices_hold_the_step_as_one():
     np.testing.assert_allclose(outs[1][1]["step_scale"], outs[0][1]["step_scale"], rtol=1e-4)
     for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
+
+
+def test_a_sweep_over_the_bound_compiles_it_in_and_each_row_reads_its_own(tmp_path):
+    """--sweep.max_step_kl from a config without a bound: the bound's forward is compiled in, a row whose bound
+    binds scales its steps, a row at inf does not."""
+    from jaxmarl_llm.run.sweep import make_grid, run_sweep
+    from jaxmarl_llm.run.sweep_command import compile_swept
+    from jaxmarl_llm.train import lm_rl
+    from jaxmarl_llm.train.config import validate_lm_rl
+    from tiny_configs import tiny_lm_rl
+
+    c = tiny_lm_rl("text/kuhn_poker", "word", env_kwargs={})
+    c.policy.actions = "constrained"
+    c.algo, c.group_size, c.num_envs, c.num_turns, c.lr, c.total_episodes = "ppo", 1, 8, 3, 3e-2, 16
+    overrides = {"max_step_kl": [1e-6, float("inf")]}
+    compile_swept(c, overrides)
+    validate_lm_rl(c)
+    trainer = lm_rl.make_train(c)
+    rows, hparams, keys = make_grid(trainer.hparams, overrides, seeds=1, base_seed=0)
+    result = run_sweep(trainer, rows, hparams, keys, 24, str(tmp_path), headline="step_scale", progress=False)
+    assert np.all(result["curves"][0] < 1) and np.all(result["curves"][1] == 1)

@@ -63,13 +63,19 @@ def main(argv):
         _sweep(config, sweep, overrides, out_dir)
 
 
+def compile_swept(config, overrides: dict) -> None:
+    """What a swept number needs in the compiled program: the step bound's forward, absent while the config's
+    max_step_kl is None (each row then reads its own value, `inf` for none)."""
+    if "max_step_kl" in overrides and config.get("max_step_kl") is None:
+        config.max_step_kl = max(overrides["max_step_kl"])
+
+
 def _sweep(config, sweep, overrides: dict, out_dir: str) -> None:
     maybe_init_distributed()
     if config.get("mesh", {}).get("fsdp", 1) != 1:
         raise ConfigError("config.mesh.fsdp: a sweep vmaps the trainer on one device, with the whole base on it; "
                           "shard a large base with experiments/train.py (one run per setting)")
-    if "max_step_kl" in overrides and config.get("max_step_kl") is None:  # the bound's forward is compiled in
-        config.max_step_kl = max(overrides["max_step_kl"])  # (each row then reads its own value)
+    compile_swept(config, overrides)
     trainer, _, steps_per_update, headline = entry.build(config)
     rows, hparams, keys = make_grid(trainer.hparams, overrides, sweep.seeds, config.seed)
     print(f"{len(rows)} runs x {trainer.num_updates} updates in one program")
