@@ -126,20 +126,26 @@ def test_each_agent_learns_its_own_character_class(algo):
     assert curve[-5:].mean() > 0.7, f"{algo}: mean reward after 40 updates {curve[-5:].mean():.2f}"
 
 
-# GRPO across devices is also covered by test_selfplay's pool test (default suite); ~23 s each
-@pytest.mark.parametrize("algo", [pytest.param("grpo", marks=pytest.mark.slow), "mappo"])
-def test_eight_devices_match_one(algo):
+def on_one_and_eight_devices(algo: str, **kw) -> list[tuple]:
+    """[(trainable, metrics)] of two updates of `_config(algo, **kw)` on 1 device, then sharded over 8."""
     if len(jax.devices()) < 8:
         pytest.skip("needs 8 forced host devices (conftest)")
     outs = []
     for n in (1, 8):
-        config = _config(algo, num_envs=16, group_size=2 if algo == "grpo" else 1)
+        config = _config(algo, **kw)
         config.mesh.num_devices = n
         trainer = _make(config)
         mesh = mesh_lib.make_mesh(n)
         state = mesh_lib.put(trainer.init(jax.random.PRNGKey(1), trainer.hparams), mesh, trainer.state_specs)
         state, metrics = mesh_lib.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
         outs.append((jax.device_get(state.trainable), jax.device_get(metrics)))
+    return outs
+
+
+# GRPO across devices is also covered by test_selfplay's pool test (default suite); ~23 s each
+@pytest.mark.parametrize("algo", [pytest.param("grpo", marks=pytest.mark.slow), "mappo"])
+def test_eight_devices_match_one(algo):
+    outs = on_one_and_eight_devices(algo, num_envs=16, group_size=2 if algo == "grpo" else 1)
     for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
     np.testing.assert_allclose(outs[0][1]["episode_return"], outs[1][1]["episode_return"], rtol=1e-5)

@@ -51,20 +51,9 @@ def test_max_step_kl_must_be_positive():
 def test_eight_devices_hold_the_step_as_one():
     """The KL is the whole batch's (each device scores its shard, the shares summed): the scale, and so the
     adapters, are those of one device holding every episode."""
-    from jaxmarl_llm.parallel import mesh as mesh_lib
-    from test_lm_rl import _config, _make
+    from test_lm_rl import on_one_and_eight_devices
 
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 forced host devices (conftest)")
-    outs = []
-    for n in (1, 8):
-        config = _config("ppo", num_envs=16, max_step_kl=1e-4)
-        config.mesh.num_devices = n
-        trainer = _make(config)
-        mesh = mesh_lib.make_mesh(n)
-        state = mesh_lib.put(trainer.init(jax.random.PRNGKey(1), trainer.hparams), mesh, trainer.state_specs)
-        state, metrics = mesh_lib.sharded_chunk(trainer, mesh, 2)(state, trainer.hparams)
-        outs.append((jax.device_get(state.trainable), jax.device_get(metrics)))
+    outs = on_one_and_eight_devices("ppo", num_envs=16, max_step_kl=1e-4)
     assert np.all(outs[0][1]["step_scale"] < 1)  # the bound binds
     np.testing.assert_allclose(outs[1][1]["step_kl"], outs[0][1]["step_kl"], rtol=1e-4)
     np.testing.assert_allclose(outs[1][1]["step_scale"], outs[0][1]["step_scale"], rtol=1e-4)

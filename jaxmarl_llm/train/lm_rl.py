@@ -52,7 +52,7 @@ from jaxmarl_llm.train.lm.plan import LMHParams, Plan
 from jaxmarl_llm.train.lm.rollout import episode_metrics, rollout
 from jaxmarl_llm.train.lm.scoring import token_values
 from jaxmarl_llm.train.lm.setup import setup_lm, with_remat
-from jaxmarl_llm.train.lm.step_bound import bounded_step
+from jaxmarl_llm.train.lm.step_bound import CRITIC_KEYS, bounded_step
 from jaxmarl_llm.train.lm.throughput import update_work
 from jaxmarl_llm.train.lm.weights import float32_master
 from jaxmarl_llm.train.optim import linear_decay, lora_plus, optimizer
@@ -220,7 +220,7 @@ def make_tx(plan: Plan, hp: LMHParams) -> optax.GradientTransformation:
 
 def _critic_labels(trainable) -> dict:
     """"critic" for the central critic and the value heads, "policy" for the adapters."""
-    return {k: jax.tree.map(lambda _, k=k: "critic" if k in ("critic", "value_head") else "policy", v)
+    return {k: jax.tree.map(lambda _, k=k: "critic" if k in CRITIC_KEYS else "policy", v)
             for k, v in trainable.items()}
 
 

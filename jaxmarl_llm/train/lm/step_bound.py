@@ -18,7 +18,7 @@ from jaxmarl_llm.algos import kl
 from jaxmarl_llm.algos.ppo import mesh_sum
 from jaxmarl_llm.train.lm.plan import LMHParams, Plan, Turns
 
-CRITIC_KEYS = ("critic", "value_head")  # trainable parts that are not the policy: their step is never scaled
+CRITIC_KEYS = ("critic", "value_head")  # trainable parts that are not the policy (never scaled; the critic's Adam)
 
 
 def bounded_step(plan: Plan, score, policy, base, before: dict, after: dict, turns: Turns, seqs,
