@@ -3,10 +3,10 @@
 With one epoch of one minibatch (the LM default) PPO's clip never acts: the ratio is 1 at the only gradient step,
 so nothing bounds the step but the lr. Adam's step is normalised per weight, and two updates that push the same
 way add up (its momentum): measured on the calculator, one such step moved where every reply put its `*` (`calc:
-583*9`, three digits before it where two belong) and every episode broke its format at once. `config.max_step_kl` scores the batch once
-more under the stepped weights and, when KL(rollout policy || stepped policy) on its tokens exceeds the bound,
-scales the policy's step back by sqrt(bound / KL) (a KL grows as the step's square), as TRPO's line search would
-in one try. The critic's step is kept whole; Adam's moments are as the full step left them.
+583*9`, three digits before it where two belong) and every episode broke its format at once.
+`config.max_step_kl` scores the batch once more under the stepped weights and, when KL(rollout policy || stepped
+policy) on its tokens exceeds the bound, scales the policy's step back by sqrt(bound / KL) (a KL grows as the
+step's square), as TRPO's line search would in one try. The critic's step is kept whole; Adam's moments are as the full step left them.
 """
 
 from __future__ import annotations
