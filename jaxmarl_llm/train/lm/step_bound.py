@@ -6,7 +6,8 @@ way add up (its momentum): measured on the calculator, one such step moved where
 583*9`, three digits before it where two belong) and every episode broke its format at once.
 `config.max_step_kl` scores the batch once more under the stepped weights and, when KL(rollout policy || stepped
 policy) on its tokens exceeds the bound, scales the policy's step back by sqrt(bound / KL) (a KL grows as the
-step's square), as TRPO's line search would in one try. The critic's step is kept whole; Adam's moments are as the full step left them.
+step's square), as TRPO's line search would in one try. The critic's step is kept whole; Adam's moments are as
+the full step left them.
 """
 
 from __future__ import annotations
