@@ -60,3 +60,63 @@ def test_min_return_keeps_the_winning_moves_of_random_play(tmp_path):
     for r in rows:
         per[(r["episode"], r["seat"])] = per.get((r["episode"], r["seat"]), 0) + 1
     assert all(3 <= n <= 5 for n in per.values())
+
+
+TINY_TTT = '''
+from jaxmarl_llm.train.config import lm_rl_defaults
+
+
+def get_config():
+    c = lm_rl_defaults()
+    c.env_name, c.tokenizer = "text/tic_tac_toe", "word"
+    c.env_kwargs = {"capacity": 32, "max_action_tokens": 8, "board": "tagged", "history": False}
+    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
+    c.num_envs, c.num_turns, c.mesh.num_devices = 4, 9, 1
+    return c
+'''
+
+
+def test_a_checkpoint_plays_its_own_adapter_not_the_base_model(tmp_path):
+    """--checkpoint plays the run's adapter: greedy, its moves are those the adapter samples in this process (the
+    same episodes through data/collect.py) and not the bare base model's; an adapter tree handed to the policy
+    without its {"lora": ...} wrapper is refused, not read as the base model."""
+    import jax
+
+    from jaxmarl_llm.data.collect import collect, policy_script
+    from jaxmarl_llm.evaluation import play
+    from jaxmarl_llm.run.checkpoints import Checkpoints
+    from jaxmarl_llm.run.cli import load_config_file
+    from jaxmarl_llm.run.collect_command import rows_of
+    from jaxmarl_llm.train import lm_rl
+
+    path = tmp_path / "tiny_ttt.py"
+    path.write_text(TINY_TTT)
+    trainer = lm_rl.make_train(load_config_file(str(path)))
+    state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    leaves, treedef = jax.tree.flatten(state.trainable["lora"])
+    keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))  # off zero: a fresh adapter is the base model
+    lora = treedef.unflatten([x + jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)])
+    ckpt = Checkpoints(str(tmp_path / "run" / "checkpoints"))
+    try:
+        ckpt.save(1, state.replace(update_step=jax.numpy.int32(1), trainable={**state.trainable, "lora": lora}))
+    finally:
+        ckpt.close()
+
+    args = (f"--config={path}", "--episodes=6", "--temperature=0")
+    mine, stdout = _collect(tmp_path, *args, f"--checkpoint={tmp_path / 'run'}")
+    assert f"by lm ({tmp_path / 'run'})" in stdout
+    base, _ = _collect(tmp_path, *args)
+    moves = lambda rows: [(r["episode"], r["seat"], r["completion"]) for r in rows]  # noqa: E731
+    assert moves(mine) != moves(base)
+
+    env, policy = trainer.env, play.with_temperature(trainer.policy, 0.0)
+    adapter = {"lora": jax.tree.map(lambda x: x[0], lora)}
+    rows = jax.jit(lambda key: collect(key, env, policy_script(env, policy, trainer.base, adapter), 9,
+                                       jax.numpy.arange(6), env.codec.eos_id))(jax.random.PRNGKey(0))
+    decode = lambda ids: env.codec.decode([int(i) for i in ids])  # noqa: E731
+    assert moves(mine) == moves(rows_of(rows, env.num_agents, 6, decode, env.codec.pad_id))
+
+    with pytest.raises(TypeError, match="an adapter tree; pass"):
+        policy_script(env, policy, trainer.base, adapter["lora"]).act(
+            jax.random.PRNGKey(0), (), env.reset(jax.random.PRNGKey(0))[1])

@@ -38,7 +38,7 @@ class Transcripts(NamedTuple):
 def policy_script(env, policy: LMPolicy, params, trainable) -> Script:
     """The policy as a `Script` (every move a target): each agent samples from its own transcript.
 
-    trainable: one adapter tree without an agent axis, or None (the bare model). The action stops
+    trainable: {"lora": adapters} without an agent axis, or None (the bare model). The action stops
     before its first eos, as the env records it, so `collect`'s move spans and eos targets line up
     with the transcript (the eos itself is the target after the move).
     """

@@ -133,7 +133,12 @@ class LMPolicy:
         return {"lora": init_lora(key, self.cfg, self.lora, num_agents)}
 
     def _lora(self, trainable: Params | None) -> Params | None:
-        return None if trainable is None else trainable.get("lora")
+        """trainable["lora"]; a bare adapter tree here would otherwise be read as no adapter (the base model)."""
+        if trainable is None:
+            return None
+        if set(trainable) & set(model_config.PROJECTIONS):
+            raise TypeError(f"trainable holds {sorted(trainable)}: an adapter tree; pass {{'lora': adapters}}")
+        return trainable.get("lora")
 
     def logits(self, params: Params, trainable: Params | None, tokens: jax.Array) -> jax.Array:
         """tokens [B, L] -> float32 logits [B, L, V] (position t predicts token t+1); adapters on when given."""

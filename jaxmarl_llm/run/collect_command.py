@@ -70,7 +70,8 @@ def player_script(config, trainer):
         lora, trained_base = restore_adapter(trainer, _CHECKPOINT.value, _SLOT.value) if _CHECKPOINT.value \
             else (None, None)
         policy = play.with_temperature(trainer.policy, _TEMPERATURE.value)
-        return policy_script(env, policy, trainer.base if trained_base is None else trained_base, lora)
+        return policy_script(env, policy, trainer.base if trained_base is None else trained_base,
+                             None if lora is None else {"lora": lora})
     offered = tuple(getattr(env, "builtin_players", ())) if hasattr(env, "opponent_action") else ()
     if kind in offered:
         return stateless(lambda key, memory, state: (env.opponent_action(key, state, kind),
