@@ -24,7 +24,8 @@ from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 # prompt 43 BPE tokens + the problem 14 + 3 x (a reply <= 16 + a result <= 12) fits 160
 ENV = {"digits": (4,), "max_turns": 3, "tool": True, "call_credit": 0.0, "answer_credit": 0.0, "copy_credit": 0.0,
-       "candidates": False, "answer_last": False, "capacity": 160, "max_action_tokens": 16}
+       "candidates": False, "answer_last": False, "answer_align": "units", "capacity": 160,
+       "max_action_tokens": 16}
 MODEL = {"max_position_embeddings": 176, "hidden_size": 128, "intermediate_size": 256, "num_heads": 8}
 
 

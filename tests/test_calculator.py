@@ -126,6 +126,39 @@ def test_digit_credit_by_brute_force(bpe):
     assert float(again.reward[0]) == 0.0 and not np.asarray(again.info["token_reward"]).any()  # only the first
 
 
+def test_lead_alignment_counts_an_answers_places_from_its_first_digit_by_brute_force(bpe):
+    """answer_align="lead": a wrong answer earns b x its digits that match the product's read from the leading
+    digit (a copy cut short keeps what it wrote), over the longer number, each digit's part on its token; the
+    answer credit and the copy credit both; a bad alignment is refused."""
+    b = 0.5
+    env = Calculator(tokenizer=bpe, answer_credit=b, answer_align="lead")
+    step = jax.jit(env.step)
+
+    def brute_lead(guess: int, truth: int) -> float:
+        g, t = str(guess), str(truth)
+        return sum(x == y for x, y in zip(g, t)) / max(len(g), len(t))
+
+    _, s = env.reset_to(1234, 5678)
+    product = 1234 * 5678  # 7006652
+    for guess in (product + 1, product // 10, product // 1000, product * 10 + 2, 7106652, 1, 3006652):
+        r = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(guess))).reward[0]
+        np.testing.assert_allclose(float(r), b * brute_lead(guess, product), atol=1e-6, err_msg=str(guess))
+    short = env.answer_action(jnp.int32(7006))  # the first four digits: 4 of 7 from the lead, none from the units
+    out = step(jax.random.PRNGKey(0), s, short)
+    pieces = [bpe.decode([int(t)]) for t in np.asarray(short.tokens[0])]
+    assert [pieces[i] for i in np.flatnonzero(np.asarray(out.info["token_reward"][0]))] == list("7006")
+    np.testing.assert_allclose(float(out.reward[0]), b * 4 / 7, atol=1e-6)
+    units = Calculator(tokenizer=bpe, answer_credit=b)
+    assert float(jax.jit(units.step)(jax.random.PRNGKey(0), units.reset_to(1234, 5678)[1], short).reward[0]) == 0.0
+    copy = Calculator(tokenizer=bpe, copy_credit=b, answer_align="lead")
+    called = jax.jit(copy.step)(jax.random.PRNGKey(0), copy.reset_to(1234, 5678)[1],
+                                copy.call_action(jnp.int32(1299), jnp.int32(5078))).state  # = 6596322
+    out = jax.jit(copy.step)(jax.random.PRNGKey(0), called, copy.answer_action(jnp.int32(659)))
+    np.testing.assert_allclose(float(out.reward[0]), b * 3 / 7, atol=1e-6)
+    with pytest.raises(ValueError, match="answer_align must be one of"):
+        Calculator(tokenizer=bpe, answer_align="tens")
+
+
 def test_copy_credit_pays_an_answer_for_the_calculators_result_by_brute_force(bpe):
     """After a call, an answer earns e x the share of the calculator's last result it repeats at its places, each
     digit's part on its token, whether or not the call was right; before any call it earns nothing of it; the

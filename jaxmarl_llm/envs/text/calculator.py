@@ -16,17 +16,18 @@ at most 2 digits) lists every product call and every answer in range as `action_
 The calculator is pure JAX (the product of two 9-digit-or-less integers in int32 range), so the episode stays a
 jittable state machine; `envs/host` is for tools that need the host.
 
-Dense rewards for a policy that has not yet found the product (default 0, off): `call_credit=c` pays the first
-call c x the share of the problem's characters it names at their places (the operands' digits, units with units,
-and the `*`), each character's part paid to the token that wrote it (`info["token_reward"]`: with
-`config.credit="token"` each digit of a call is credited for itself, not the call as a whole); `answer_credit=d`
-pays a wrong answer d x the share of the product's digits it has at their places, each digit's part to its token
-too. The right answer earns 1 whatever they are. `copy_credit=e` pays an answer given after a call e x the share
-of the calculator's last result it repeats at its places (each digit's part to its token), right or wrong: a
-reward for using the tool's output, whatever the call asked. Without it a policy can answer small products from
-memory (paid +1 on the training pairs whether its call was right or not) and never learn to read the result,
-which is what the held-out pairs need; with it reading the result pays from the first random call on.
-(`answer_credit` has a trap: a constant answer earns the most common digits' share, a steady reward that a
+Dense rewards for a policy that has not yet found the product (default 0, off): `call_credit=c` pays the first call
+c x the share of the problem's characters it names at their places (the operands' digits, units with units, and the
+`*`), each character's part paid to the token that wrote it (`info["token_reward"]`: with `config.credit="token"`
+each digit of a call is credited for itself, not the call as a whole); `answer_credit=d` pays a wrong answer d x the
+share of the product's digits it has at their places, each digit's part to its token too (`answer_align="units"`
+counts places from the units, `"lead"` from the leading digit: the order a copy is written in, where a copy one
+digit short keeps the digits it wrote). The right answer earns 1 whatever they are. `copy_credit=e` pays an answer
+given after a call e x the share of the calculator's last result it repeats at its places (each digit's part to its
+token), right or wrong: a reward for using the tool's output, whatever the call asked. Without it a policy can
+answer small products from memory (paid +1 on the training pairs whether its call was right or not) and never learn
+to read the result, which is what the held-out pairs need; with it reading the result pays from the first random
+call on. (`answer_credit` has a trap: a constant answer earns the most common digits' share, a steady reward that a
 policy settles on before any call is right; `call_credit` alone has none, every constant call earns chance.)
 
 Problems come from a fixed split: a pair (A, B) is held out when A + B is a multiple of 5 (`split="test"`, a
@@ -51,6 +52,7 @@ TIMES = OPS.index("*")
 WORDS = ("What is ", " * ", "?\n", "= ", "\n", "calc: ", "*", "Answer: ", "-",
          "Invalid. Reply 'calc: A*B' or 'Answer: N'.\n")
 WHAT, TIMES_SPACED, QUESTION, EQUALS, NEWLINE, CALL, STAR, ANSWER, MINUS, INVALID = range(10, 20)
+ALIGNS = ("units", "lead")  # where an answer's digit credits count places from (`answer_align`)
 MAX_RESULT_DIGITS = 9  # int32 holds every product of two 4-digit numbers (and the parser reads 9 digits)
 
 declare_info_ratios(call_rate=("called", "moved"))
@@ -82,15 +84,17 @@ def digits_of(value: jax.Array, width: int) -> tuple[jax.Array, jax.Array]:
     return jnp.where(jnp.arange(width) >= width - count, d, -1), count
 
 
-def in_place(chars: jax.Array, span: tuple[jax.Array, jax.Array], truth: jax.Array) -> tuple[jax.Array, jax.Array]:
+def in_place(chars: jax.Array, span: tuple[jax.Array, jax.Array], truth: jax.Array,
+             lead: bool = False) -> tuple[jax.Array, jax.Array]:
     """(right [C] bool: each digit written in chars[span] that is `truth`'s digit at the same place, units with
-    units; the longer of the written number and `truth`, in digits): a digit too many or too few costs its place."""
+    units, or with `lead` the leading digit with the leading digit (the order a copy is written in); the longer of
+    the written number and `truth`, in digits): a digit too many or too few costs its place."""
     start, end = span
     pos = jnp.arange(chars.shape[0])
-    place = jnp.clip(end - 1 - pos, 0, MAX_RESULT_DIGITS - 1)
-    want = (truth // jnp.asarray(10, jnp.int32) ** place) % 10
     _, length = digits_of(truth, MAX_RESULT_DIGITS)
-    right = (pos >= start) & (pos < end) & (place < length) & (chars - ord("0") == want)
+    place = length - 1 - (pos - start) if lead else end - 1 - pos
+    want = (truth // jnp.asarray(10, jnp.int32) ** jnp.clip(place, 0, MAX_RESULT_DIGITS - 1)) % 10
+    right = (pos >= start) & (pos < end) & (place >= 0) & (place < length) & (chars - ord("0") == want)
     return right, jnp.maximum(end - start, length)
 
 
@@ -103,8 +107,12 @@ def operand_range(digits: jax.Array) -> tuple[jax.Array, jax.Array]:
 class Calculator(TextEnv):
     def __init__(self, tokenizer=None, digits: int | tuple[int, ...] = 4, max_turns: int = 3, tool: bool = True,
                  call_credit: float = 0.0, answer_credit: float = 0.0, copy_credit: float = 0.0, split: str = "train",
-                 capacity: int = 160, max_action_tokens: int = 16, candidates: bool = False, answer_last: bool = False):
+                 capacity: int = 160, max_action_tokens: int = 16, candidates: bool = False, answer_last: bool = False,
+                 answer_align: str = "units"):
         super().__init__(tokenizer, ("solver",), capacity, max_action_tokens)
+        if answer_align not in ALIGNS:
+            raise ValueError(f"answer_align must be one of {list(ALIGNS)}, got {answer_align!r}")
+        self.lead = answer_align == "lead"  # the answer's digit credits count places from its first digit
         self.sizes = tuple(int(d) for d in digits) if isinstance(digits, (tuple, list)) else (int(digits),)
         if not self.sizes or any(not 1 <= d <= 4 for d in self.sizes):
             raise ValueError(f"digits must be in 1..4 (products stay in int32), got {digits!r}")
@@ -257,7 +265,7 @@ class Calculator(TextEnv):
         """[C] float32: each digit of an answer (`Answer: N`, exact: its digits are one run) that is the product's
         digit at its place, over the longer of the two numbers."""
         _, first, last = parsing.digit_run(chars, n)
-        right, longer = in_place(chars, (first, last + 1), product)
+        right, longer = in_place(chars, (first, last + 1), product, self.lead)
         return right / longer.astype(jnp.float32)
 
     def candidate_mask(self, state) -> jax.Array:
