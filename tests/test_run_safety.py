@@ -265,6 +265,24 @@ def test_resume_keeps_a_complete_last_row(tmp_path):
     assert [r["update"] for r in read_csv(str(tmp_path / "metrics.csv"))] == ["1", "2", "3"]
 
 
+def test_a_resume_that_logs_more_or_fewer_metrics_keeps_every_column(tmp_path):
+    """A resumed run whose config adds a metric (`max_step_kl`'s `step_kl`) writes it: the file gains the column,
+    "nan" in the earlier rows; a metric the new config no longer logs reads "nan" in the new rows, and the next
+    resume keeps every complete row."""
+    with open(tmp_path / "metrics.csv", "w", newline="") as f:
+        f.write(HEADER + ROWS)
+    log = MetricsLog(str(tmp_path), tensorboard=False, resume_from_update=3)
+    log.write([{"update": 4, "env_steps": 32, "team_return": -84.5, "step_kl": 0.01}])
+    log.write([{"update": 5, "env_steps": 40, "step_kl": 0.02}])
+    log.close()
+    rows = read_csv(str(tmp_path / "metrics.csv"))
+    assert [(r["update"], r["team_return"], r["step_kl"]) for r in rows] == [
+        ("1", "-81.5", "nan"), ("2", "-82.5", "nan"), ("3", "-83.5", "nan"), ("4", "-84.5", "0.01"),
+        ("5", "nan", "0.02")]
+    MetricsLog(str(tmp_path), tensorboard=False, resume_from_update=5).close()
+    assert [r["update"] for r in read_csv(str(tmp_path / "metrics.csv"))] == ["1", "2", "3", "4", "5"]
+
+
 # ---------------------------------------------------------------- 7. a sharded index outside its folder
 
 

@@ -52,8 +52,13 @@ class MetricsLog:
         new_file = self.fields is None or not os.path.exists(self.path) or os.path.getsize(self.path) == 0
         if self.fields is None:
             self.fields = list(rows[0].keys())
+        added = [k for k in dict.fromkeys(k for row in rows for k in row) if k not in self.fields]
+        if added and not new_file:
+            self._widen(added)
+        else:
+            self.fields += added
         with open(self.path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore")
+            writer = csv.DictWriter(f, fieldnames=self.fields, restval="nan")
             if new_file:
                 writer.writeheader()
             writer.writerows(rows)
@@ -63,6 +68,17 @@ class MetricsLog:
                 for name, value in row.items():
                     if name not in ("update", "env_steps") and value == value:  # NaN: not measured this update
                         self.tb.add_scalar(name, float(value), step)
+
+    def _widen(self, added: list[str]) -> None:
+        """New columns (a resumed run whose config logs more, e.g. `max_step_kl`'s `step_kl`): the file is rewritten
+        with them, "nan" in the earlier rows (not measured there), so nothing the new config logs is dropped."""
+        rows = read_csv(self.path)
+        self.fields += added
+        with open(self.path + ".tmp", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.fields, restval="nan")
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(self.path + ".tmp", self.path)
 
     def text(self, tag: str, text: str, step: int) -> None:
         """A block of markdown (the sampled transcripts) in TensorBoard's text tab at `step` (env steps)."""
