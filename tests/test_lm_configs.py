@@ -70,7 +70,7 @@ def test_configs_build_with_their_seats(tmp_path, spec, agents, frozen):
 
 
 @pytest.mark.parametrize("spec", ["free_guess_number.py", "free_tic_tac_toe.py", "free_twenty_questions.py",
-                                  "calculator.py"])
+                                  "calculator.py", "calculator.py:answer", "calculator.py:lead"])
 def test_warm_start_configs_build_at_full_size(spec):
     """The RL stage of each two-stage recipe, as shipped (its in-graph evaluation, seats, credit), builds on a random
     model of its size (the run itself starts from the format stage's model)."""
