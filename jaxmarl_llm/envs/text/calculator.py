@@ -263,7 +263,8 @@ class Calculator(TextEnv):
 
     def _answered(self, chars: jax.Array, n: jax.Array, product: jax.Array) -> jax.Array:
         """[C] float32: each digit of an answer (`Answer: N`, exact: its digits are one run) that is the product's
-        digit at its place, over the longer of the two numbers."""
+        digit at its place (counted from the units, or from the leading digit with `answer_align="lead"`), over the
+        longer of the two numbers."""
         _, first, last = parsing.digit_run(chars, n)
         right, longer = in_place(chars, (first, last + 1), product, self.lead)
         return right / longer.astype(jnp.float32)
