@@ -12,22 +12,29 @@ def _flat(tree) -> np.ndarray:
     return np.concatenate([np.ravel(x) for x in jax.tree.leaves(tree)])
 
 
-def _one_update(**kw):
-    """(trainable before, trainable after, metrics) of one update of Kuhn self-play from a fixed start."""
+def _one_update(nudged: bool = False, **kw):
+    """(trainable before, trainable after, metrics) of one update of Kuhn self-play from a fixed start; `nudged`:
+    its adapters off zero (a fresh adapter's B = 0 gives its A no gradient; there every weight moves)."""
     trainer = _kuhn_trainer(update_epochs=1, num_minibatches=1, **kw)
     before = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
+    if nudged:
+        leaves, treedef = jax.tree.flatten(before.trainable["lora"])
+        keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))
+        lora = treedef.unflatten([x + 0.1 * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)])
+        before = before.replace(trainable={**before.trainable, "lora": lora})
     after, metrics = jax.jit(trainer.update)(before, trainer.hparams, trainer.base)
     return before.trainable, after.trainable, metrics
 
 
 def test_the_step_is_scaled_back_to_the_bound_and_the_critic_keeps_its_step():
-    before, free, _ = _one_update()
-    _, loose, m_loose = _one_update(max_step_kl=1e9)
+    before, free, _ = _one_update(nudged=True)
+    _, loose, m_loose = _one_update(nudged=True, max_step_kl=1e9)
     step_kl = float(m_loose["step_kl"])
     assert step_kl > 0 and float(m_loose["step_scale"]) == 1.0
     np.testing.assert_array_equal(_flat(loose), _flat(free))  # a bound it does not reach changes nothing
 
-    _, held, m_held = _one_update(max_step_kl=step_kl / 4)  # KL grows as the step's square: half the step
+    # KL grows as the step's square: a quarter of it is half the step
+    _, held, m_held = _one_update(nudged=True, max_step_kl=step_kl / 4)
     assert float(m_held["step_kl"]) == pytest.approx(step_kl, rel=1e-6)  # the full step's, measured
     assert float(m_held["step_scale"]) == pytest.approx(0.5, rel=1e-5)
     np.testing.assert_allclose(_flat(held["lora"]), _flat(before["lora"]) + 0.5 * (_flat(free["lora"])

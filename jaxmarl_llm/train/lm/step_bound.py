@@ -30,6 +30,8 @@ def bounded_step(plan: Plan, score, policy, base, before: dict, after: dict, tur
     step_kl = mesh_sum(kl.mean_kl(turns.logprob, jax.lax.stop_gradient(logprob), turns.token_mask(), kind="k3",
                                   axis_name=axis_name), axis_name)
     scale = jnp.minimum(1.0, jnp.sqrt(hp.max_step_kl / jnp.maximum(step_kl, 1e-30)))
-    held = {k: v if k in CRITIC_KEYS else jax.tree.map(lambda b, a: b + scale * (a - b), before[k], v)
+    # b + 1.0 * (a - b) is not a in floating point: a step the bound does not reach is kept as it is
+    held = {k: v if k in CRITIC_KEYS else jax.tree.map(lambda b, a: jnp.where(scale < 1.0, b + scale * (a - b), a),
+                                                      before[k], v)
             for k, v in after.items()}
     return held, {"step_kl": step_kl, "step_scale": scale}
