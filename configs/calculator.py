@@ -21,12 +21,14 @@ at ~2200 turned every reply malformed). In the measured run the calls left chanc
 problem by ~10 000 (held-out greedy `eval/mean_return` 0.482 of the call's 0.5); where they come later, continue
 the stage (`--config.resume=True --config.total_episodes=...`) before stage 3, whose credit is a trap until the
 calls are right. Stage 3 (`:answer`) adds the answer's digit credit (`answer_credit`, places counted from the
-units): the answer learns to read the calculator's result, units and tens first. Stage 4 (`:lead`) counts the
-answer's places from its leading digit instead (`answer_align="lead"`, the order a copy is written in): every digit
-within ~1000 updates, 98.8% of 256 held-out problems solved greedy. The right answer earns 1 in every stage. Greedy
-on 256 held-out problems every 500 updates: `eval/solved` in metrics.csv (the curve); sampled success per update:
-`solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"` (every stage) is a curriculum of operand lengths;
-`--config.env_kwargs.tool=False` asks the same products with no calculator.
+units): the answer learns to read the calculator's result, units and tens first; run it to its plateau (held-out
+greedy return ~0.77 in the measured run: stage 4 builds on this copy, and from 0.60 it did not start in 1500
+updates). Stage 4 (`:lead`) counts the answer's places from its leading digit instead (`answer_align="lead"`, the
+order a copy is written in): every digit within ~1000 updates, 98.8% of 256 held-out problems solved greedy. The
+right answer earns 1 in every stage. Greedy on 256 held-out problems every 500 updates: `eval/solved` in
+metrics.csv (the curve); sampled success per update: `solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"`
+(every stage) is a curriculum of operand lengths; `--config.env_kwargs.tool=False` asks the same products with no
+calculator.
 Measured: docs/results.md, "Tool use: a calculator from a format-only warm start".
 """
 
