@@ -62,21 +62,6 @@ def test_min_return_keeps_the_winning_moves_of_random_play(tmp_path):
     assert all(3 <= n <= 5 for n in per.values())
 
 
-TINY_TTT = '''
-from jaxmarl_llm.train.config import lm_rl_defaults
-
-
-def get_config():
-    c = lm_rl_defaults()
-    c.env_name, c.tokenizer = "text/tic_tac_toe", "word"
-    c.env_kwargs = {"capacity": 32, "max_action_tokens": 8, "board": "tagged", "history": False}
-    c.model.update(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
-    c.lora.update(rank=4, alpha=8.0, targets=("q", "v"))
-    c.num_envs, c.num_turns, c.mesh.num_devices = 4, 9, 1
-    return c
-'''
-
-
 def test_a_checkpoint_plays_its_own_adapter_not_the_base_model(tmp_path):
     """--checkpoint plays the run's adapter: greedy, its moves are those the adapter samples in this process (the
     same episodes through data/collect.py) and not the bare base model's; an adapter tree handed to the policy
@@ -90,13 +75,13 @@ def test_a_checkpoint_plays_its_own_adapter_not_the_base_model(tmp_path):
     from jaxmarl_llm.run.collect_command import rows_of
     from jaxmarl_llm.train import lm_rl
 
+    from test_cross_play import TINY_POOL, _nudged
+
     path = tmp_path / "tiny_ttt.py"
-    path.write_text(TINY_TTT)
+    path.write_text(TINY_POOL)
     trainer = lm_rl.make_train(load_config_file(str(path)))
     state = trainer.init(jax.random.PRNGKey(0), trainer.hparams)
-    leaves, treedef = jax.tree.flatten(state.trainable["lora"])
-    keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))  # off zero: a fresh adapter is the base model
-    lora = treedef.unflatten([x + jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)])
+    lora = _nudged(state.trainable["lora"], seed=1, scale=1.0)  # off zero: a fresh adapter is the base model
     ckpt = Checkpoints(str(tmp_path / "run" / "checkpoints"))
     try:
         ckpt.save(1, state.replace(update_step=jax.numpy.int32(1), trainable={**state.trainable, "lora": lora}))
