@@ -1,6 +1,10 @@
 """`config.max_step_kl` (train/lm/step_bound.py): an update's policy step scaled back to a KL bound on its batch."""
 
+from types import SimpleNamespace
+from typing import NamedTuple
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -41,6 +45,39 @@ def test_the_step_is_scaled_back_to_the_bound_and_the_critic_keeps_its_step():
                                                                                     - _flat(before["lora"])),
                                rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(_flat(held["value_head"]), _flat(free["value_head"]))
+
+
+class _Turns(NamedTuple):  # the two parts of a rollout the bound reads
+    logprob: jax.Array  # [T, N, A, M]
+
+    def token_mask(self) -> jax.Array:
+        return jnp.ones(self.logprob.shape, bool)
+
+
+@pytest.mark.parametrize("kl_of_step", [0.0, 1e-3])
+def test_a_step_within_the_bound_is_kept_bit_for_bit(kl_of_step):
+    """before + 1 x (after - before) is not `after` in floating point (weights of different sizes or signs): a
+    step the bound does not reach must come back exactly as it went in, or a run with a bound it never reaches
+    drifts from the unbounded run within a few updates."""
+    from jaxmarl_llm.train.lm.step_bound import bounded_step
+
+    k_b, k_a, k_l = jax.random.split(jax.random.PRNGKey(0), 3)
+    before = {"lora": {"a": jax.random.normal(k_b, (64, 64))}, "value_head": jnp.zeros(3)}
+    after = {"lora": {"a": jax.random.normal(k_a, (64, 64)) * 1e-3 + 0.5 * before["lora"]["a"]},
+             "value_head": jnp.ones(3)}
+    step = after["lora"]["a"] - before["lora"]["a"]
+    assert np.any(np.asarray(before["lora"]["a"] + 1.0 * step) != np.asarray(after["lora"]["a"]))  # the trap
+    turns = _Turns(jax.random.normal(k_l, (2, 4, 1, 5)) - 3.0)
+    shift = np.sqrt(2 * kl_of_step)  # k3 of a small logprob shift d is ~d^2 / 2
+
+    def score(plan, policy, base, trainable, turns, seqs):  # the stepped policy's log-probs
+        return turns.logprob + shift, None, None
+
+    held, m = jax.jit(lambda b, a: bounded_step(None, score, None, None, b, a, turns, None,
+                                                SimpleNamespace(max_step_kl=0.01), None))(before, after)
+    assert float(m["step_scale"]) == 1.0 and float(m["step_kl"]) < 0.01
+    for x, y in zip(jax.tree.leaves(held), jax.tree.leaves(after)):
+        np.testing.assert_array_equal(x, y)
 
 
 def test_step_kl_measures_the_step():
