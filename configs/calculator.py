@@ -17,15 +17,18 @@ held-out problems (its eval.json). Stage 2 (lm_rl): PPO on its adapters, free te
 a call or an answer: -1), +1 for the product, and the dense `call_credit` (the first call earns the share of the
 problem it names), paid digit by digit (`credit="token"`: each digit of a call its own part), an entropy bonus of
 0.05, a constant lr and each update's step held to a KL of 0.01 on its batch (`max_step_kl`: without it one update
-at ~2200 turned every reply malformed). In the measured run the calls left chance at ~5000 updates and named the
-problem by ~10 000 (held-out greedy `eval/mean_return` 0.482 of the call's 0.5); where they come later, continue
-the stage (`--config.resume=True --config.total_episodes=...`) before stage 3, whose credit is a trap until the
-calls are right. Stage 3 (`:answer`) adds the answer's digit credit (`answer_credit`, places counted from the
-units): the answer learns to read the calculator's result, units and tens first; run it to its plateau (held-out
-greedy return ~0.77 in the measured run: stage 4 builds on this copy, and from 0.60 it did not start in 1500
-updates). Stage 4 (`:lead`) counts the answer's places from its leading digit instead (`answer_align="lead"`, the
-order a copy is written in): every digit within ~1000 updates, 98.8% of 256 held-out problems solved greedy. The
-right answer earns 1 in every stage. Greedy on 256 held-out problems every 500 updates: `eval/solved` in
+at ~2200 turned every reply malformed). The calls leave chance after ~5000 updates and name the problem by
+~10 000 (held-out greedy `eval/mean_return` ~0.48 of the call's 0.5); where they come later, continue the stage
+500 updates at a time (`--config.resume=True --config.total_episodes=$((32 * U))`) until that return is >= 0.46,
+and give stages 3 and 4 their 3400 and 1800 updates from U (`--config.total_episodes=$((32 * (U + 3400)))`, then
+`$((32 * (U + 5200)))`): stage 3's credit is a trap until the calls are right. Stage 3 (`:answer`) adds the
+answer's digit credit (`answer_credit`, places counted from the units): the answer learns to read the
+calculator's result, units and tens first, to a plateau (held-out greedy return 0.77 in the measured run, 0.71 in
+a second). Stage 4 (`:lead`) counts the answer's places from its leading digit instead (`answer_align="lead"`,
+the order a copy is written in): in the measured run every digit within ~1000 updates, 98.8% of 256 held-out
+problems solved greedy; it is not reliable: in two more runs of these stages it did not start (from a stage 3
+at 0.71 it broke the answers' copy into long strings, `Answer160000620` for 3627, and solved none in 1800
+updates). The right answer earns 1 in every stage. Greedy on 256 held-out problems every 500 updates: `eval/solved` in
 metrics.csv (the curve); sampled success per update: `solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"`
 (every stage) is a curriculum of operand lengths; `--config.env_kwargs.tool=False` asks the same products with no
 calculator.
