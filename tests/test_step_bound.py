@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from jaxmarl_llm.errors import ConfigError
+from jaxmarl_llm.train.lm.step_bound import bounded_step
 from test_poker import _kuhn_trainer
 
 
@@ -59,8 +60,6 @@ def test_a_step_within_the_bound_is_kept_bit_for_bit(kl_of_step):
     """before + 1 x (after - before) is not `after` in floating point (weights of different sizes or signs): a
     step the bound does not reach must come back exactly as it went in, or a run with a bound it never reaches
     drifts from the unbounded run within a few updates."""
-    from jaxmarl_llm.train.lm.step_bound import bounded_step
-
     k_b, k_a, k_l = jax.random.split(jax.random.PRNGKey(0), 3)
     before = {"lora": {"a": jax.random.normal(k_b, (64, 64))}, "value_head": jnp.zeros(3)}
     after = {"lora": {"a": jax.random.normal(k_a, (64, 64)) * 1e-3 + 0.5 * before["lora"]["a"]},
