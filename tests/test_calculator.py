@@ -159,6 +159,32 @@ def test_lead_alignment_counts_an_answers_places_from_its_first_digit_by_brute_f
         Calculator(tokenizer=bpe, answer_align="tens")
 
 
+def test_both_alignments_pay_the_mean_of_the_units_and_the_lead_credit_by_brute_force(bpe):
+    """answer_align="both": a wrong answer earns b x the mean of its units-aligned and lead-aligned shares (each over
+    the longer number), so an answer whose length is off keeps what either alignment finds, and an answer written
+    twice over earns half; the right answer earns 1."""
+    b = 0.5
+    env = Calculator(tokenizer=bpe, answer_credit=b, answer_align="both")
+    step = jax.jit(env.step)
+
+    def share(g: str, t: str) -> float:  # digits equal at their places from the first, over the longer
+        return sum(x == y for x, y in zip(g, t)) / max(len(g), len(t))
+
+    for a, c, guesses in ((1234, 5678, (7006653, 700665, 70066520, 9006652, 6652, 1, 87006652)),
+                          (12, 34, (408408, 4080, 8, 48))):
+        _, s = env.reset_to(a, c)
+        t = str(a * c)
+        for guess in guesses:
+            g = str(guess)
+            r = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(guess))).reward[0]
+            np.testing.assert_allclose(float(r), b * (share(g, t) + share(g[::-1], t[::-1])) / 2, atol=1e-6,
+                                       err_msg=f"{guess} for {t}")
+    _, s = env.reset_to(12, 34)
+    twice = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(408408))).reward[0]
+    np.testing.assert_allclose(float(twice), b * 0.5, atol=1e-6)
+    assert float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(408))).reward[0]) == 1.0
+
+
 def test_copy_credit_pays_an_answer_for_the_calculators_result_by_brute_force(bpe):
     """After a call, an answer earns e x the share of the calculator's last result it repeats at its places, each
     digit's part on its token, whether or not the call was right; before any call it earns nothing of it; the

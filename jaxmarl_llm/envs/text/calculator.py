@@ -22,13 +22,15 @@ c x the share of the problem's characters it names at their places (the operands
 each digit of a call is credited for itself, not the call as a whole); `answer_credit=d` pays a wrong answer d x the
 share of the product's digits it has at their places, each digit's part to its token too (`answer_align="units"`
 counts places from the units, `"lead"` from the leading digit: the order a copy is written in, where a copy one
-digit short keeps the digits it wrote). The right answer earns 1 whatever they are. `copy_credit=e` pays an answer
-given after a call e x the share of the calculator's last result it repeats at its places (each digit's part to its
-token), right or wrong: a reward for using the tool's output, whatever the call asked. Without it a policy can
-answer small products from memory (paid +1 on the training pairs whether its call was right or not) and never learn
-to read the result, which is what the held-out pairs need; with it reading the result pays from the first random
-call on. (`answer_credit` has a trap: a constant answer earns the most common digits' share, a steady reward that a
-policy settles on before any call is right; `call_credit` alone has none, every constant call earns chance.)
+digit short keeps the digits it wrote; `"both"` pays the mean of the two: an answer whose units are right keeps
+half their credit while its length is off, a copy read from the leading digit earns the other half). The right
+answer earns 1 whatever they are. `copy_credit=e` pays an answer given after a call e x the share of the
+calculator's last result it repeats at its places (each digit's part to its token), right or wrong: a reward for
+using the tool's output, whatever the call asked. Without it a policy can answer small products from memory (paid
++1 on the training pairs whether its call was right or not) and never learn to read the result, which is what the
+held-out pairs need; with it reading the result pays from the first random call on. (`answer_credit` has a trap: a
+constant answer earns the most common digits' share, a steady reward that a policy settles on before any call is
+right; `call_credit` alone has none, every constant call earns chance.)
 
 Problems come from a fixed split: a pair (A, B) is held out when A + B is a multiple of 5 (`split="test"`, a
 fifth of the pairs); `split="train"` draws the others.
@@ -52,7 +54,7 @@ TIMES = OPS.index("*")
 WORDS = ("What is ", " * ", "?\n", "= ", "\n", "calc: ", "*", "Answer: ", "-",
          "Invalid. Reply 'calc: A*B' or 'Answer: N'.\n")
 WHAT, TIMES_SPACED, QUESTION, EQUALS, NEWLINE, CALL, STAR, ANSWER, MINUS, INVALID = range(10, 20)
-ALIGNS = ("units", "lead")  # where an answer's digit credits count places from (`answer_align`)
+ALIGNS = {"units": (False,), "lead": (True,), "both": (False, True)}  # `answer_align`: from the leading digit? (mean)
 MAX_RESULT_DIGITS = 9  # int32 holds every product of two 4-digit numbers (and the parser reads 9 digits)
 
 declare_info_ratios(call_rate=("called", "moved"))
@@ -112,7 +114,7 @@ class Calculator(TextEnv):
         super().__init__(tokenizer, ("solver",), capacity, max_action_tokens)
         if answer_align not in ALIGNS:
             raise ValueError(f"answer_align must be one of {list(ALIGNS)}, got {answer_align!r}")
-        self.lead = answer_align == "lead"  # the answer's digit credits count places from its first digit
+        self.leads = ALIGNS[answer_align]  # an answer's digit credits count places from its first digit, or units
         self.sizes = tuple(int(d) for d in digits) if isinstance(digits, (tuple, list)) else (int(digits),)
         if not self.sizes or any(not 1 <= d <= 4 for d in self.sizes):
             raise ValueError(f"digits must be in 1..4 (products stay in int32), got {digits!r}")
@@ -263,11 +265,12 @@ class Calculator(TextEnv):
 
     def _answered(self, chars: jax.Array, n: jax.Array, product: jax.Array) -> jax.Array:
         """[C] float32: each digit of an answer (`Answer: N`, exact: its digits are one run) that is the product's
-        digit at its place (counted from the units, or from the leading digit with `answer_align="lead"`), over the
-        longer of the two numbers."""
+        digit at its place (counted from the units, or from the leading digit with `answer_align="lead"`; the mean of
+        the two with "both"), over the longer of the two numbers."""
         _, first, last = parsing.digit_run(chars, n)
-        right, longer = in_place(chars, (first, last + 1), product, self.lead)
-        return right / longer.astype(jnp.float32)
+        shares = [right / longer.astype(jnp.float32)
+                  for right, longer in (in_place(chars, (first, last + 1), product, lead) for lead in self.leads)]
+        return sum(shares) / len(shares)
 
     def candidate_mask(self, state) -> jax.Array:
         """[1, K]: every listed reply (`candidates=True`); with `answer_last` only the answers on the last turn."""
