@@ -26,10 +26,12 @@ answer's digit credit (`answer_credit`, places counted from the units): the answ
 calculator's result, units and tens first, to a plateau (held-out greedy return 0.77 in the measured run, 0.71 in
 a second). Stage 4 (`:lead`) counts the answer's places from its leading digit instead (`answer_align="lead"`,
 the order a copy is written in): in the measured run every digit within ~1000 updates, 98.8% of 256 held-out
-problems solved greedy; it is not reliable: in two more runs of these stages it did not start (from a stage 3
-at 0.71 it broke the answers' copy into long strings, `Answer160000620` for 3627, and solved none in 1800
-updates). The right answer earns 1 in every stage. Greedy on 256 held-out problems every 500 updates: `eval/solved` in
-metrics.csv (the curve); sampled success per update: `solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"`
+problems solved greedy; it is not reliable: in two more runs of these stages it did not start (one's stage 3
+ended on a pad before the whole copy, `Answer977773627` for 3627, which the count from the leading digit pays
+nothing; neither the mean of the two counts, `answer_align="both"`, nor a cost on the pad's digits, `length_cost`,
+carried that run to every digit: docs/results.md). The right answer earns 1 in every stage. Greedy on 256
+held-out problems every 500 updates: `eval/solved` in metrics.csv (the curve); sampled success per update:
+`solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"`
 (every stage) is a curriculum of operand lengths; `--config.env_kwargs.tool=False` asks the same products with no
 calculator.
 Measured: docs/results.md, "Tool use: a calculator from a format-only warm start".
@@ -39,7 +41,7 @@ from jaxmarl_llm.train.config.free_text import free_text_defaults
 
 # prompt 43 BPE tokens + the problem 14 + 3 x (a reply <= 16 + a result <= 12) fits 160
 ENV = {"digits": (2,), "max_turns": 3, "tool": True, "call_credit": 0.0, "answer_credit": 0.0, "copy_credit": 0.0,
-       "candidates": False, "answer_last": False, "answer_align": "units", "capacity": 160,
+       "candidates": False, "answer_last": False, "answer_align": "units", "length_cost": 0.0, "capacity": 160,
        "max_action_tokens": 16}
 MODEL = {"max_position_embeddings": 176, "hidden_size": 128, "intermediate_size": 256, "num_heads": 8}
 # the RL stages continue one run: each ends at its update (32 episodes each)

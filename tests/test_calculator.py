@@ -288,3 +288,23 @@ def test_candidates_list_every_call_and_answer_and_the_last_turn_answers(bpe):
     assert plain.candidate_mask(plain.reset_to(7, 8)[1]).shape == (1, 0)  # free text: no candidates
     with pytest.raises(ValueError, match="at most 2 digits"):
         Calculator(tokenizer=bpe, digits=3, candidates=True)
+
+
+def test_length_cost_charges_each_surplus_leading_digit_of_a_wrong_answer(bpe):
+    """length_cost=c: a wrong answer longer than the product pays c / len(product) for each extra digit, on the
+    leading digits' tokens (a padded copy, `977773627` for 3627, loses 5/4 x c there); the right answer and a
+    short one pay nothing for length."""
+    b, c = 0.5, 0.5
+    env = Calculator(tokenizer=bpe, answer_credit=b, length_cost=c)
+    step = jax.jit(env.step)
+    _, s = env.reset_to(93, 39)  # 3627
+    padded = env.answer_action(jnp.int32(977773627))
+    out = step(jax.random.PRNGKey(0), s, padded)
+    np.testing.assert_allclose(float(out.reward[0]), b * 4 / 9 - c * 5 / 4, atol=1e-6)
+    pieces = [bpe.decode([int(t)]) for t in np.asarray(padded.tokens[0])]
+    paid = np.asarray(out.info["token_reward"][0])
+    assert "".join(pieces[i] for i in np.flatnonzero(paid < 0)) == "97777"
+    assert "".join(pieces[i] for i in np.flatnonzero(paid > 0)) == "3627"
+    np.testing.assert_allclose(float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(627))).reward[0]),
+                               b * 3 / 4, atol=1e-6)
+    assert float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(3627))).reward[0]) == 1.0

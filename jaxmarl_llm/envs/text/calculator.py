@@ -23,8 +23,10 @@ each digit of a call is credited for itself, not the call as a whole); `answer_c
 share of the product's digits it has at their places, each digit's part to its token too (`answer_align="units"`
 counts places from the units, `"lead"` from the leading digit: the order a copy is written in, where a copy one
 digit short keeps the digits it wrote; `"both"` pays the mean of the two: an answer whose units are right keeps
-half their credit while its length is off, a copy read from the leading digit earns the other half). The right
-answer earns 1 whatever they are. `copy_credit=e` pays an answer given after a call e x the share of the
+half their credit while its length is off, a copy read from the leading digit earns the other half);
+`length_cost=l` charges a wrong answer l / the product's length for each digit it has beyond that length, on its
+leading digits' tokens (a padded copy, `977773627` for 3627, loses 5/4 x l). The right answer earns 1 whatever they
+are. `copy_credit=e` pays an answer given after a call e x the share of the
 calculator's last result it repeats at its places (each digit's part to its token), right or wrong: a reward for
 using the tool's output, whatever the call asked. Without it a policy can answer small products from memory (paid
 +1 on the training pairs whether its call was right or not) and never learn to read the result, which is what the
@@ -110,7 +112,7 @@ class Calculator(TextEnv):
     def __init__(self, tokenizer=None, digits: int | tuple[int, ...] = 4, max_turns: int = 3, tool: bool = True,
                  call_credit: float = 0.0, answer_credit: float = 0.0, copy_credit: float = 0.0, split: str = "train",
                  capacity: int = 160, max_action_tokens: int = 16, candidates: bool = False, answer_last: bool = False,
-                 answer_align: str = "units"):
+                 answer_align: str = "units", length_cost: float = 0.0):
         super().__init__(tokenizer, ("solver",), capacity, max_action_tokens)
         if answer_align not in ALIGNS:
             raise ValueError(f"answer_align must be one of {list(ALIGNS)}, got {answer_align!r}")
@@ -126,6 +128,7 @@ class Calculator(TextEnv):
         self.digits, self.max_turns, self.tool, self.split = digits, int(max_turns), bool(tool), split
         self.call_credit, self.answer_credit = float(call_credit), float(answer_credit)
         self.copy_credit = float(copy_credit)
+        self.length_cost = float(length_cost)
         self.answer_last = bool(answer_last)  # the last turn must answer: a call there is a format error
         self.pieces = self.codec.table([str(d) for d in range(10)] + list(WORDS))
         longest = len(self.codec.encode("calc: " + "9" * digits + "*" + "9" * digits))
@@ -234,6 +237,8 @@ class Calculator(TextEnv):
             same_sign = jnp.sign(value) == jnp.sign(product)
             right = self._answered(chars[0], n[0], product) * (is_answer & ~correct & same_sign)
             paid = paid + self.answer_credit * right
+        if self.length_cost:  # a wrong answer's digits beyond the product's length: each costs its place's share
+            paid = paid - self.length_cost * self._surplus(chars[0], n[0], product) * (is_answer & ~correct)
         if self.call_credit:
             paid = paid + self.call_credit * self._named(chars[0], call, state) * (is_call & ~state.graded)
         if self.copy_credit:  # the answer repeats the calculator's last result (after a call only)
@@ -271,6 +276,15 @@ class Calculator(TextEnv):
         shares = [right / longer.astype(jnp.float32)
                   for right, longer in (in_place(chars, (first, last + 1), product, lead) for lead in self.leads)]
         return sum(shares) / len(shares)
+
+    def _surplus(self, chars: jax.Array, n: jax.Array, product: jax.Array) -> jax.Array:
+        """[C] float32: an answer's leading digits beyond the product's length, each 1 over that length (`= 3627`
+        answered `977773627`: its first five digits, 5/4 in all)."""
+        _, first, last = parsing.digit_run(chars, n)
+        _, length = digits_of(product, MAX_RESULT_DIGITS)
+        pos = jnp.arange(chars.shape[0])
+        extra = (pos >= first) & (pos < first + (last + 1 - first) - length)
+        return extra / length.astype(jnp.float32)
 
     def candidate_mask(self, state) -> jax.Array:
         """[1, K]: every listed reply (`candidates=True`); with `answer_last` only the answers on the last turn."""
