@@ -31,9 +31,8 @@ ended on a pad before the whole copy, `Answer977773627` for 3627, which the coun
 nothing; neither the mean of the two counts, `answer_align="both"`, nor a cost on the pad's digits, `length_cost`,
 carried that run to every digit: docs/results.md). The right answer earns 1 in every stage. Greedy on 256
 held-out problems every 500 updates: `eval/solved` in metrics.csv (the curve); sampled success per update:
-`solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"`
-(every stage) is a curriculum of operand lengths; `--config.env_kwargs.tool=False` asks the same products with no
-calculator.
+`solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"` (every stage) is a curriculum of operand lengths;
+`--config.env_kwargs.tool=False` asks the same products with no calculator.
 Measured: docs/results.md, "Tool use: a calculator from a format-only warm start".
 """
 

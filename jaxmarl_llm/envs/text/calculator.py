@@ -26,13 +26,13 @@ digit short keeps the digits it wrote; `"both"` pays the mean of the two: an ans
 half their credit while its length is off, a copy read from the leading digit earns the other half);
 `length_cost=l` charges a wrong answer l / the product's length for each digit it has beyond that length, on its
 leading digits' tokens (a padded copy, `977773627` for 3627, loses 5/4 x l). The right answer earns 1 whatever they
-are. `copy_credit=e` pays an answer given after a call e x the share of the
-calculator's last result it repeats at its places (each digit's part to its token), right or wrong: a reward for
-using the tool's output, whatever the call asked. Without it a policy can answer small products from memory (paid
-+1 on the training pairs whether its call was right or not) and never learn to read the result, which is what the
-held-out pairs need; with it reading the result pays from the first random call on. (`answer_credit` has a trap: a
-constant answer earns the most common digits' share, a steady reward that a policy settles on before any call is
-right; `call_credit` alone has none, every constant call earns chance.)
+are. `copy_credit=e` pays an answer given after a call e x the share of the calculator's last result it repeats at
+its places (each digit's part to its token), right or wrong: a reward for using the tool's output, whatever the
+call asked. Without it a policy can answer small products from memory (paid +1 on the training pairs whether its
+call was right or not) and never learn to read the result, which is what the held-out pairs need; with it reading
+the result pays from the first random call on. (`answer_credit` has a trap: a constant answer earns the most common
+digits' share, a steady reward that a policy settles on before any call is right; `call_credit` alone has none,
+every constant call earns chance.)
 
 Problems come from a fixed split: a pair (A, B) is held out when A + B is a multiple of 5 (`split="test"`, a
 fifth of the pairs); `split="train"` draws the others.
@@ -283,7 +283,7 @@ class Calculator(TextEnv):
         _, first, last = parsing.digit_run(chars, n)
         _, length = digits_of(product, MAX_RESULT_DIGITS)
         pos = jnp.arange(chars.shape[0])
-        extra = (pos >= first) & (pos < first + (last + 1 - first) - length)
+        extra = (pos >= first) & (pos <= last - length)  # the first (last + 1 - first) - length digits
         return extra / length.astype(jnp.float32)
 
     def candidate_mask(self, state) -> jax.Array:
