@@ -28,11 +28,12 @@ a second). Stage 4 (`:lead`) counts the answer's places from its leading digit i
 the order a copy is written in): in the measured run every digit within ~1000 updates, 98.8% of 256 held-out
 problems solved greedy; it is not reliable: in two more runs of these stages it did not start (one's stage 3
 ended on a pad before the whole copy, `Answer977773627` for 3627, which the count from the leading digit pays
-nothing; neither the mean of the two counts, `answer_align="both"`, nor a cost on the pad's digits, `length_cost`,
-carried that run to every digit: docs/results.md). The right answer earns 1 in every stage. Greedy on 256
-held-out problems every 500 updates: `eval/solved` in metrics.csv (the curve); sampled success per update:
-`solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"` (every stage) is a curriculum of operand lengths;
-`--config.env_kwargs.tool=False` asks the same products with no calculator.
+nothing; from that stage 3, `:lead` with a cost on each digit beyond the product's length,
+`--config.env_kwargs.length_cost=0.5`, started after ~1100 updates, 60-73% held-out by 1800: docs/results.md).
+The right answer earns 1 in every stage. Greedy on 256 held-out problems every 500 updates: `eval/solved` in
+metrics.csv (the curve); sampled success per update: `solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"`
+(every stage) is a curriculum of operand lengths; `--config.env_kwargs.tool=False` asks the same products with no
+calculator.
 Measured: docs/results.md, "Tool use: a calculator from a format-only warm start".
 """
 
