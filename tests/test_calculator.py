@@ -19,6 +19,16 @@ def bpe():
     return HFTokenizer(GAMES_BPE)
 
 
+def _share(guess: str, truth: str) -> float:
+    """The brute-force digit credit: digits equal at their places counted from the first, over the longer."""
+    return sum(x == y for x, y in zip(guess, truth)) / max(len(guess), len(truth))
+
+
+def _units_share(guess: int, truth: int) -> float:
+    """The same with places counted from the units."""
+    return _share(str(guess)[::-1], str(truth)[::-1])
+
+
 def _chars(text: str, size: int = 40):
     c = np.full(size, NONE, np.int32)
     codes = text_codes(text)
@@ -98,15 +108,11 @@ def test_digit_credit_by_brute_force(bpe):
     env = Calculator(tokenizer=bpe, call_credit=b, answer_credit=b)
     step = jax.jit(env.step)
 
-    def brute_places(guess: int, truth: int) -> float:
-        g, t = str(guess)[::-1], str(truth)[::-1]
-        return sum(x == y for x, y in zip(g, t)) / max(len(g), len(t))
-
     _, s = env.reset_to(1234, 5678)
     product = 1234 * 5678
     for guess in (product + 1, product + 10_000, product // 10, 7016652, 1, product * 10 + 2):
         r = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(guess))).reward[0]
-        np.testing.assert_allclose(float(r), b * brute_places(guess, product), atol=1e-6, err_msg=str(guess))
+        np.testing.assert_allclose(float(r), b * _units_share(guess, product), atol=1e-6, err_msg=str(guess))
     near = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(product + 10)))  # 7006662: the tens wrong
     pieces = [bpe.decode([int(t)]) for t in np.asarray(env.answer_action(jnp.int32(product + 10)).tokens[0])]
     paid = np.asarray(near.info["token_reward"][0])
@@ -134,15 +140,11 @@ def test_lead_alignment_counts_an_answers_places_from_its_first_digit_by_brute_f
     env = Calculator(tokenizer=bpe, answer_credit=b, answer_align="lead")
     step = jax.jit(env.step)
 
-    def brute_lead(guess: int, truth: int) -> float:
-        g, t = str(guess), str(truth)
-        return sum(x == y for x, y in zip(g, t)) / max(len(g), len(t))
-
     _, s = env.reset_to(1234, 5678)
     product = 1234 * 5678  # 7006652
     for guess in (product + 1, product // 10, product // 1000, product * 10 + 2, 7106652, 1, 3006652):
         r = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(guess))).reward[0]
-        np.testing.assert_allclose(float(r), b * brute_lead(guess, product), atol=1e-6, err_msg=str(guess))
+        np.testing.assert_allclose(float(r), b * _share(str(guess), str(product)), atol=1e-6, err_msg=str(guess))
     short = env.answer_action(jnp.int32(7006))  # the first four digits: 4 of 7 from the lead, none from the units
     out = step(jax.random.PRNGKey(0), s, short)
     pieces = [bpe.decode([int(t)]) for t in np.asarray(short.tokens[0])]
@@ -167,9 +169,6 @@ def test_both_alignments_pay_the_mean_of_the_units_and_the_lead_credit_by_brute_
     env = Calculator(tokenizer=bpe, answer_credit=b, answer_align="both")
     step = jax.jit(env.step)
 
-    def share(g: str, t: str) -> float:  # digits equal at their places from the first, over the longer
-        return sum(x == y for x, y in zip(g, t)) / max(len(g), len(t))
-
     for a, c, guesses in ((1234, 5678, (7006653, 700665, 70066520, 9006652, 6652, 1, 87006652)),
                           (12, 34, (408408, 4080, 8, 48))):
         _, s = env.reset_to(a, c)
@@ -177,7 +176,7 @@ def test_both_alignments_pay_the_mean_of_the_units_and_the_lead_credit_by_brute_
         for guess in guesses:
             g = str(guess)
             r = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(guess))).reward[0]
-            np.testing.assert_allclose(float(r), b * (share(g, t) + share(g[::-1], t[::-1])) / 2, atol=1e-6,
+            np.testing.assert_allclose(float(r), b * (_share(g, t) + _share(g[::-1], t[::-1])) / 2, atol=1e-6,
                                        err_msg=f"{guess} for {t}")
     _, s = env.reset_to(12, 34)
     twice = step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(408408))).reward[0]
@@ -193,16 +192,12 @@ def test_copy_credit_pays_an_answer_for_the_calculators_result_by_brute_force(bp
     env = Calculator(tokenizer=bpe, copy_credit=e)
     step = jax.jit(env.step)
 
-    def brute_places(guess: int, truth: int) -> float:
-        g, t = str(guess)[::-1], str(truth)[::-1]
-        return sum(x == y for x, y in zip(g, t)) / max(len(g), len(t))
-
     _, s = env.reset_to(1234, 5678)
     wrong = step(jax.random.PRNGKey(0), s, env.call_action(jnp.int32(1299), jnp.int32(5078))).state
     result = 1299 * 5078
     for guess in (result, result + 10, result // 10, 1234 * 5678, 5, -result):
         out = step(jax.random.PRNGKey(0), wrong, env.answer_action(jnp.int32(guess)))
-        want = e * brute_places(guess, result) * (guess > 0)
+        want = e * _units_share(guess, result) * (guess > 0)
         np.testing.assert_allclose(float(out.reward[0]), want + (guess == 1234 * 5678), atol=1e-6, err_msg=str(guess))
         np.testing.assert_allclose(float(np.asarray(out.info["token_reward"][0]).sum()), want, atol=1e-6)
     near = step(jax.random.PRNGKey(0), wrong, env.answer_action(jnp.int32(result + 10)))  # the tens wrong
