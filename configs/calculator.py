@@ -21,14 +21,16 @@ at ~2200 turned every reply malformed). The calls leave chance after ~5000 updat
 ~10 000 (held-out greedy `eval/mean_return` ~0.48 of the call's 0.5); where they come later, continue the stage
 500 updates at a time (`--config.resume=True --config.total_episodes=$((32 * U))`) until that return is >= 0.46,
 and give stages 3 and 4 their 3400 and 1800 updates from U (`--config.total_episodes=$((32 * (U + 3400)))`, then
-`$((32 * (U + 5200)))`): stage 3's credit is a trap until the calls are right. Stage 3 (`:answer`) adds the
-answer's digit credit (`answer_credit`, places counted from the units): the answer learns to read the
-calculator's result, units and tens first, to a plateau (held-out greedy return 0.77 in the measured run, 0.71 in
-a second). Stage 4 (`:lead`) counts the answer's places from its leading digit instead (`answer_align="lead"`,
-the order a copy is written in): in the measured run every digit within ~1000 updates, 98.8% of 256 held-out
-problems solved greedy; it is not reliable: in two more runs of these stages it did not start (one's stage 3
-ended on a pad before the whole copy, `Answer977773627` for 3627, which the count from the leading digit pays
-nothing; from that stage 3, `:lead` with a cost on each digit beyond the product's length,
+`$((32 * (U + 5200)))`): stage 3's credit is a trap until the calls are right. The stage can stall short of
+0.46: on a fourth run every character of the call but the first operand's units digit was right by ~10 000, and
+that digit stayed at chance to 12 500 (return ~0.41; a lower entropy bonus or a 3x lr did not move it).
+Stage 3 (`:answer`) adds the answer's digit credit (`answer_credit`, places counted from the units): the answer
+learns to read the calculator's result, units and tens first, to a plateau (held-out greedy return 0.77 in the
+measured run, 0.71 in a second). Stage 4 (`:lead`) counts the answer's places from its leading digit
+instead (`answer_align="lead"`, the order a copy is written in): in the measured run every digit within ~1000
+updates, 98.8% of 256 held-out problems solved greedy; it is not reliable: in two more runs of these stages it did
+not start (one's stage 3 ended on a pad before the whole copy, `Answer977773627` for 3627, which the count from
+the leading digit pays nothing; from that stage 3, `:lead` with a cost on each digit beyond the product's length,
 `--config.env_kwargs.length_cost=0.5`, started after ~1100 updates, 60-73% held-out by 1800: docs/results.md).
 The right answer earns 1 in every stage. Greedy on 256 held-out problems every 500 updates: `eval/solved` in
 metrics.csv (the curve); sampled success per update: `solved_rate`. `--config.env_kwargs.digits="(1, 2, 3, 4)"`
