@@ -77,6 +77,23 @@ def test_the_calculator_writes_the_product_and_the_expert_copies_it(bpe, digits)
     assert solved and total == 1.0
 
 
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_compact_problem_puts_every_digit_of_the_call_at_one_distance_from_the_digit_it_copies(bpe, compact):
+    """Token distances (the games' BPE) from each problem digit to the call digit that copies it: one distance for
+    all four with compact_problem, the first operand's two tokens further back with the spaced `*`."""
+    env = registry.make("text/calculator", tokenizer=bpe, digits=2, compact_problem=compact)
+    obs, state = env.reset_to(37, 91)
+    state = env.step(jax.random.PRNGKey(0), state, env.call_action(jnp.int32(37), jnp.int32(91))).state
+    assert env.render(state)[0].endswith(f"What is {'37*91' if compact else '37 * 91'}?\ncalc: 37*91\n= 3367\n")
+    ids = np.asarray(state.buf[0, : int(state.length[0])])
+    words = [bpe.decode([int(i)]) for i in ids]
+    digits = [i for i, w in enumerate(words) if w in tuple("0123456789")]  # each digit one token
+    problem, call = digits[:4], digits[4:8]
+    assert "".join(words[i] for i in problem) == "".join(words[i] for i in call) == "3791"
+    distances = [c - p for p, c in zip(problem, call)]
+    assert distances == ([distances[0]] * 4 if compact else [distances[2] + 2] * 2 + [distances[2]] * 2)
+
+
 def test_rewards_format_errors_and_turn_limit(bpe):
     env = Calculator(tokenizer=bpe, max_turns=2)
     step = jax.jit(env.step)
@@ -303,3 +320,46 @@ def test_length_cost_charges_each_surplus_leading_digit_of_a_wrong_answer(bpe):
     np.testing.assert_allclose(float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(627))).reward[0]),
                                b * 3 / 4, atol=1e-6)
     assert float(step(jax.random.PRNGKey(0), s, env.answer_action(jnp.int32(3627))).reward[0]) == 1.0
+
+
+def test_the_attention_tool_reads_each_call_digit_and_leaves_the_model_as_it_was():
+    """tools/calculator_attention.py on a random model: per layer, every query's weights are a distribution over
+    the positions up to it; each of the four call digits is found in every transcript; the forward it reads is
+    the model's own (the logits equal the compiled forward's) and the attention is restored after it."""
+    import importlib.util
+    import os
+
+    from configs import calculator
+
+    from jaxmarl_llm.models import attention
+    from jaxmarl_llm.train import lm_rl
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("calculator_attention",
+                                                  os.path.join(root, "tools", "calculator_attention.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    config = calculator.get_config("")
+    config.model.checkpoint, config.mesh.num_devices = "", 1  # a random tiny model of the config's size
+    trainer = lm_rl.make_train(config)
+    lora = jax.tree.map(lambda x: x[0], trainer.init(jax.random.PRNGKey(0), trainer.hparams).trainable["lora"])
+    forward = attention._gqa_forward
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, 500, (2, config.env_kwargs["capacity"])))
+    with tool.recorded_attention() as calls:
+        eager = trainer.policy.logits(trainer.base, {"lora": lora}, tokens)
+    assert attention._gqa_forward is forward
+    np.testing.assert_allclose(eager, jax.jit(trainer.policy.logits)(trainer.base, {"lora": lora}, tokens),
+                               atol=2e-4)
+    layers = tool.per_layer(calls)
+    assert len(layers) == trainer.policy.cfg.num_layers
+    for weights in layers:  # [B, H, L, S]
+        length = tokens.shape[1]
+        assert weights.shape[2] == length
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+        later = np.arange(weights.shape[-1])[None, :] > np.arange(length)[:, None]  # [L, S]
+        assert np.all(weights[:, :, later] < 1e-6)
+    found = tool.call_attention(trainer, lora, trainer.base, episodes=4, seed=0)
+    assert sorted(found) == [(d, layer) for d in tool.CALL_DIGITS for layer in range(len(layers))]
+    for right, own, problem in found.values():
+        assert 0.0 <= right <= 1.0 and own.shape == problem.shape == (trainer.policy.cfg.num_heads,)
+        assert np.all(own <= problem + 1e-6)

@@ -34,6 +34,14 @@ the result pays from the first random call on. (`answer_credit` has a trap: a co
 digits' share, a steady reward that a policy settles on before any call is right; `call_credit` alone has none,
 every constant call earns chance.)
 
+`compact_problem=True` writes the problem as a call writes it (`What is 95*66?`, not `95 * 66`): every digit of
+the right call then sits at one distance from the digit it copies, so one attention offset reads them all. With
+the spaced problem the first operand's digits are two tokens further back than the second's, and a layer-0 query
+(which sees only its own token) that reads the second operand's units from the tens digit just written lands on
+the spaced `*` when asked for the first operand's units: a policy can learn three digits of the call and leave
+that one at chance, where no head reads the problem and the policy gradient on that attention is ~0
+(docs/results.md, tool use).
+
 Problems come from a fixed split: a pair (A, B) is held out when A + B is a multiple of 5 (`split="test"`, a
 fifth of the pairs); `split="train"` draws the others.
 """
@@ -112,7 +120,7 @@ class Calculator(TextEnv):
     def __init__(self, tokenizer=None, digits: int | tuple[int, ...] = 4, max_turns: int = 3, tool: bool = True,
                  call_credit: float = 0.0, answer_credit: float = 0.0, copy_credit: float = 0.0, split: str = "train",
                  capacity: int = 160, max_action_tokens: int = 16, candidates: bool = False, answer_last: bool = False,
-                 answer_align: str = "units", length_cost: float = 0.0):
+                 answer_align: str = "units", length_cost: float = 0.0, compact_problem: bool = False):
         super().__init__(tokenizer, ("solver",), capacity, max_action_tokens)
         if answer_align not in ALIGNS:
             raise ValueError(f"answer_align must be one of {list(ALIGNS)}, got {answer_align!r}")
@@ -129,6 +137,7 @@ class Calculator(TextEnv):
         self.call_credit, self.answer_credit = float(call_credit), float(answer_credit)
         self.copy_credit = float(copy_credit)
         self.length_cost = float(length_cost)
+        self.sign = STAR if compact_problem else TIMES_SPACED  # the problem's `*`: as a call writes it, or spaced
         self.answer_last = bool(answer_last)  # the last turn must answer: a call there is a format error
         self.pieces = self.codec.table([str(d) for d in range(10)] + list(WORDS))
         longest = len(self.codec.encode("calc: " + "9" * digits + "*" + "9" * digits))
@@ -212,7 +221,7 @@ class Calculator(TextEnv):
                                 b=jnp.asarray(b, jnp.int32), low=low, high=high, result=jnp.int32(0),
                                 graded=jnp.bool_(False))
         w = self.digits
-        rows = jnp.concatenate([jnp.int32([WHAT]), self._number_rows(state.a, w)[1:], jnp.int32([TIMES_SPACED]),
+        rows = jnp.concatenate([jnp.int32([WHAT]), self._number_rows(state.a, w)[1:], jnp.int32([self.sign]),
                                 self._number_rows(state.b, w)[1:], jnp.int32([QUESTION])])
         ids, n = self._text(rows)
         state = self._append(state, ids[None], n[None])
