@@ -23,7 +23,12 @@ at ~2200 turned every reply malformed). The calls leave chance after ~5000 updat
 and give stages 3 and 4 their 3400 and 1800 updates from U (`--config.total_episodes=$((32 * (U + 3400)))`, then
 `$((32 * (U + 5200)))`): stage 3's credit is a trap until the calls are right. The stage can stall short of
 0.46: on a fourth run every character of the call but the first operand's units digit was right by ~10 000, and
-that digit stayed at chance to 12 500 (return ~0.41; a lower entropy bonus or a 3x lr did not move it).
+that digit stayed at chance to 16 000 (return ~0.41): no head read the problem from its position
+(`tools/calculator_attention.py`), and no batch, lr, epoch or entropy setting tried moved it.
+`--config.env_kwargs.compact_problem=True` (every stage, the format's too) writes the problem as the call does
+(`95*66`, not `95 * 66`): every digit then sits at one distance from its copy. Measured once: the call stage
+ended at 5500 updates (held-out return 0.481), heads reading the problem for every digit; its `:lead` did not
+start (answers nine digits long), as on two spaced runs.
 Stage 3 (`:answer`) adds the answer's digit credit (`answer_credit`, places counted from the units): the answer
 learns to read the calculator's result, units and tens first, to a plateau (held-out greedy return 0.77 in the
 measured run, 0.71 in a second). Stage 4 (`:lead`) counts the answer's places from its leading digit
