@@ -35,7 +35,7 @@ digits' share, a steady reward that a policy settles on before any call is right
 every constant call earns chance.)
 
 `compact_problem=True` writes the problem as a call writes it (`What is 95*66?`, not `95 * 66`): every digit of
-the right call then sits at one distance from the digit it copies, so one attention offset reads them all. With
+the right call then sits at one distance from the digit it copies, so one attention offset can read them all. With
 the spaced problem the first operand's digits are two tokens further back than the second's, and a layer-0 query
 (which sees only its own token) that reads the second operand's units from the tens digit just written lands on
 the spaced `*` when asked for the first operand's units: a policy can learn three digits of the call and leave
