@@ -82,7 +82,7 @@ def test_a_compact_problem_puts_every_digit_of_the_call_at_one_distance_from_the
     """Token distances (the games' BPE) from each problem digit to the call digit that copies it: one distance for
     all four with compact_problem, the first operand's two tokens further back with the spaced `*`."""
     env = registry.make("text/calculator", tokenizer=bpe, digits=2, compact_problem=compact)
-    obs, state = env.reset_to(37, 91)
+    _, state = env.reset_to(37, 91)
     state = env.step(jax.random.PRNGKey(0), state, env.call_action(jnp.int32(37), jnp.int32(91))).state
     assert env.render(state)[0].endswith(f"What is {'37*91' if compact else '37 * 91'}?\ncalc: 37*91\n= 3367\n")
     ids = np.asarray(state.buf[0, : int(state.length[0])])

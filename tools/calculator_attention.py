@@ -3,7 +3,8 @@
     .venv/bin/python tools/calculator_attention.py --run=runs/calculator
     .venv/bin/python tools/calculator_attention.py --run=runs/calculator --variant=answer --episodes=128
 
-Builds the config's trainer as experiments/train.py does, restores the run's adapters, plays the expert (a call
+Builds the config's trainer as experiments/train.py does, with the model and env settings of the run's own
+config.json (its base model, the problem's layout), restores the run's adapters, plays the expert (a call
 naming the problem, then the answer) on `--episodes` training problems and reads the model, teacher-forced on
 those transcripts, at the position that writes each digit of the call (a1 a2 * b1 b2: the operands' tens and
 units). For each digit and layer it prints how often the greedy token is the right digit and, per head, the share
@@ -76,7 +77,7 @@ def per_layer(calls) -> list[np.ndarray]:
 
 def digit_places(words: list[str]) -> tuple[list[int], list[int]] | None:
     """(the problem's four operand digits, the first call's four digits) as token indices, or None when the
-    transcript has no such call. The problem is the line after the prompt, `What is AB * CD?`."""
+    transcript has no such call. The problem is the line after the prompt, `What is AB * CD?` (or `AB*CD`)."""
     digits = [i for i, w in enumerate(words) if len(w) == 1 and w.isdigit()]
     ask = next((i for i, w in enumerate(words) if w.startswith("?")), None)
     if ask is None:
@@ -128,8 +129,10 @@ def main() -> None:
     if config.env_name != "text/calculator":
         fail(f"--config={args.config}: {config.env_name} is not text/calculator")
     config.mesh.num_devices = 1
-    with open(os.path.join(args.run, "config.json")) as f:  # the run's own env settings (the problem's layout)
-        config.env_kwargs.update(json.load(f)["env_kwargs"])
+    with open(os.path.join(args.run, "config.json")) as f:  # what the adapters sit on: the run's base, its env
+        saved = json.load(f)
+    config.model.update(saved["model"])
+    config.env_kwargs.update(saved["env_kwargs"])
     trainer = lm_rl.make_train(config)
     lora, trained_base = restore_adapter(trainer, args.run, 0)
     params = model_weights({} if trained_base is None else {"base": trained_base}, trainer.base)
