@@ -255,6 +255,7 @@ def _command(name: str) -> str:
     ("jaxmarl-compare", [], r"name the run folders to compare"),
     ("jaxmarl-play", [f"--config={TTT}", "--seat=3"], r"--seat=3: one of 0 \(x\), 1 \(o\)"),
     ("jaxmarl-collect", [f"--config={TTT}", "--episodes=0", "--out=x.jsonl"], r"--episodes=0: collect at least"),
+    ("jaxmarl-branch", ["--run=nope", "--out=x"], r"--run='nope': no such run directory"),
 ])
 def test_console_commands_refuse_a_mistake_in_one_line(tmp_path, name, args, pattern):
     out = subprocess.run([_command(name), *args], capture_output=True, text=True, timeout=180, cwd=str(tmp_path))

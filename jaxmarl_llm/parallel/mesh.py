@@ -153,6 +153,7 @@ def sharded_chunk(trainer: Updatable, mesh: Mesh, num_updates: int) -> Callable[
         executable = fn.lower(runner, hp, base).compile()
         call = lambda r, h: executable(r, h, base)  # noqa: E731
         call.memory_analysis = executable.memory_analysis  # per-device bytes: the runner checks them before a call
+        call.out_info = executable.out_info  # (state, metrics) shapes: the runner checks the metrics' names
         return call
 
     run.compile = compile

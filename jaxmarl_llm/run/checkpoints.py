@@ -18,6 +18,7 @@ step is written in place and marked complete by a `commit_success.txt` (orbax's 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -82,24 +83,28 @@ def on_gcsfuse(path: str, mounts: str = "/proc/mounts") -> bool:
 
 
 class Checkpoints:
-    def __init__(self, directory: str, keep: int = 2):
+    """The `keep` latest steps of a folder; with `best_metric`, the `keep` best by that metric instead (orbax's
+    best_fn: each step's metrics are saved beside it, so the ranking survives a restart)."""
+
+    def __init__(self, directory: str, keep: int = 2, best_metric: str = "", best_mode: str = "max"):
         self.directory = os.path.abspath(directory)
         # on a Cloud Storage FUSE mount: mark complete steps with a file, no folder renames (module docstring)
         commit = (ocp_options.AtomicityOptions(mode=ocp_options.AtomicityMode.COMMIT_FILE)
                   if on_gcsfuse(self.directory) else None)
+        ranked = {"best_fn": lambda metrics: metrics[best_metric], "best_mode": best_mode} if best_metric else {}
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False,
-                                               atomicity_options=commit)
+                                               atomicity_options=commit, **ranked)
         self.manager = ocp.CheckpointManager(self.directory, options=options)
 
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
 
-    def save(self, step: int, state: Any) -> None:
-        """Save `state` as `step`; DiskFullError before writing anything when the disk cannot hold it. A Ctrl-C
-        during the save takes effect when it is complete."""
+    def save(self, step: int, state: Any, metrics: dict[str, float] | None = None) -> None:
+        """Save `state` as `step` (with its `metrics` where steps are ranked); DiskFullError before writing
+        anything when the disk cannot hold it. A Ctrl-C during the save takes effect when it is complete."""
         self.check_space(step, state)
         with ctrl_c_after():
-            self.manager.save(step, args=ocp.args.StandardSave(_on_host(state)), force=True)
+            self.manager.save(step, args=ocp.args.StandardSave(_on_host(state)), metrics=metrics, force=True)
             self.manager.wait_until_finished()
 
     def size_needed(self, state: Any) -> int:
@@ -178,3 +183,45 @@ def _name(path: tuple) -> str:
 def _folder_bytes(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(base, name)) for base, _, names in os.walk(folder) for name in names)
 
+
+
+BEST_DIR = "best"  # <out_dir>/best/<update>: the run's best checkpoint by config.run.keep_best
+
+
+class BestCheckpoint:
+    """The run's best state by one metric (config.run.keep_best), kept beside the latest ones in
+    <out_dir>/best/<update>: a run whose greedy evaluation peaks and then falls can be continued, evaluated or
+    branched (experiments/branch.py --at=best) from its peak. Only a chunk's last update is a candidate: its state
+    is the one saved. The best so far is read back from the folder, so a resumed run competes with its past."""
+
+    def __init__(self, out_dir: str, metric: str, mode: str = "max"):
+        self.metric, self.sign = metric, 1.0 if mode == "max" else -1.0
+        self.ckpt = Checkpoints(os.path.join(out_dir, BEST_DIR), keep=1, best_metric=metric, best_mode=mode)
+        for step in self.ckpt.manager.all_steps():  # a resume that changed the metric: the kept one is not comparable
+            saved = self.ckpt.manager.metrics(step) or {}
+            if metric not in saved:
+                self.close()
+                raise ConfigError(f"run.keep_best={metric}: {self.ckpt.directory} keeps the best state by "
+                                  f"{', '.join(saved) or 'another metric'}; keep that metric, or branch the run "
+                                  "(experiments/branch.py) and keep another in the branch")
+
+    def best(self) -> tuple[int, float] | None:
+        """(update, value) of the best state kept, None before the first."""
+        step = self.ckpt.manager.best_step()
+        if step is None:
+            return None
+        return step, float(self.ckpt.manager.metrics(step)[self.metric])
+
+    def offer(self, update: int, value: float, state: Any) -> bool:
+        """Keep `state` (at `update`) when `value` beats the best so far (a NaN, an update not played, never
+        does); True when kept. A tie keeps the earlier state."""
+        if not math.isfinite(value):
+            return False
+        kept = self.best()
+        if kept is not None and (update <= kept[0] or self.sign * value <= self.sign * kept[1]):
+            return False
+        self.ckpt.save(update, state, metrics={self.metric: float(value)})
+        return True
+
+    def close(self) -> None:
+        self.ckpt.close()

@@ -16,6 +16,8 @@ and the last checkpoint kept (experiments/*.py: one line on stderr, exit status 
 
 from __future__ import annotations
 
+import difflib
+import math
 import os
 import shutil
 import sys
@@ -31,14 +33,14 @@ from jaxmarl_llm.evaluation import cross_play
 from jaxmarl_llm.parallel import mesh as mesh_lib, multihost
 from jaxmarl_llm.parallel.device_memory import GIB, compiled_bytes, device_memory_bytes
 from jaxmarl_llm.parallel.peak import peak_flops
-from jaxmarl_llm.run.checkpoints import Checkpoints
+from jaxmarl_llm.run.checkpoints import BestCheckpoint, Checkpoints
 from jaxmarl_llm.run import transcript_log, wandb_log
 from jaxmarl_llm.run.metrics_log import MetricsLog, plot_curves, read_csv
 from jaxmarl_llm.run.run_identity import (CONFIG_FILE, HISTORY_FILE, SHOWN, check_same_run, config_differences,
                                           current_record, holds_checkpoints, record_resume, run_record, saved_steps,
                                           write_run_record)
 from jaxmarl_llm.train.config.common import STOP_METRICS, parse_resume
-from jaxmarl_llm.train.lm.episode_sample import take_episodes
+from jaxmarl_llm.train.lm.episode_sample import EPISODES, take_episodes
 
 
 # what a run writes into run.out_dir (an SFT / DPO export, model/ and adapter/, is rewritten at the end)
@@ -134,9 +136,12 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     first = min(per_chunk, trainer.num_updates - _saved_update(config))
     if first > 0:  # compiled and checked against the device's memory before any file changes
         compiled[first] = _compile(config, chunk_fn(trainer, mesh, first), state, hp, first)
+        check_keep_best(config, compiled[first])
     out_dir = prepare_out_dir(config)
 
     ckpt = Checkpoints(os.path.join(out_dir, "checkpoints"), keep=config.run.keep_checkpoints)
+    keep_best = str(config.run.get("keep_best", ""))
+    best = BestCheckpoint(out_dir, keep_best, config.run.get("keep_best_mode", "max")) if keep_best else None
     start = 0
     if resume_dir(config) is not None:
         start = ckpt.latest_step() or 0
@@ -200,6 +205,8 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
                 raise stop.diverged(*crossed[1:], update, ckpt)
             _check_finite(last, update, ckpt)
             stop.check_params(state, update, ckpt)  # before the save: a chunk past a bound is never saved
+            if best is not None:  # before the latest: a kill between the two saves loses no best state
+                best.offer(update, last.get(keep_best, math.nan), state)
             if chunks_done % config.run.checkpoint_every == 0 or update == trainer.num_updates:
                 ckpt.save(update, state)
     except KeyboardInterrupt:  # Ctrl-C: say where the run stopped and how to go on (its metrics rows are kept)
@@ -211,7 +218,7 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
     finally:
         if bar is not None:
             bar.close()
-        _close_all(log, ckpt, wandb)
+        _close_all(log, ckpt, best, wandb)
 
     if config.run.plot and log is not None:
         rows = read_csv(log.path)
@@ -358,6 +365,21 @@ def _compile(config, chunk: Callable, state: Any, hp: Any, k: int) -> Callable:
     if hasattr(executable, "memory_analysis"):
         check_compiled_memory(config, executable.memory_analysis(), k)
     return executable
+
+
+def check_keep_best(config, executable: Any) -> None:
+    """ConfigError (one line) when config.run.keep_best names a metric the compiled chunk does not return: a
+    misspelt name would otherwise keep nothing, silently, for the whole run."""
+    metric = str(config.run.get("keep_best", ""))
+    out = getattr(executable, "out_info", None)
+    if not metric or out is None:  # off, or a test's own chunk function (no compiled outputs to read)
+        return
+    names = sorted(n for n in out[1] if not n.startswith(EPISODES))  # the transcripts' fields are not rows
+    if metric not in names:
+        close = difflib.get_close_matches(metric, names, n=3)
+        raise ConfigError(f"config.run.keep_best: this run logs no metric {metric!r}"
+                          + (f" (did you mean {' or '.join(close)}?)" if close else "")
+                          + f"; its metrics: {', '.join(names)}")
 
 
 def check_compiled_memory(config, analysis, k: int) -> None:

@@ -191,6 +191,11 @@ def check_run(config: ml_collections.ConfigDict) -> None:
                      f"must be a count >= 0 (0 = no transcripts), got {value!r}")
     if "wandb" in config.run:
         check_wandb(config.run)
+    if "keep_best" in config.run:
+        _require(isinstance(config.run.keep_best, str), "run.keep_best",
+                 f"must be a metric's name (\"\" = off), got {config.run.keep_best!r}")
+        _require(config.run.get("keep_best_mode", "max") in ("max", "min"), "run.keep_best_mode",
+                 f"must be max or min, got {config.run.get('keep_best_mode')!r}")
 
 
 WANDB_MODES = ("auto", "online", "offline")

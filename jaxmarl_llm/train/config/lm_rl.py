@@ -205,10 +205,12 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # transcripts: `transcript_episodes` of the episodes of update 1 and of every `transcripts_every`-th update
     # (0 = none), as training sampled them, to transcripts.jsonl, TensorBoard's text tab and transcripts.html;
     # wandb: also log to Weights & Biases (pip install wandb; `wandb_mode` "auto" is online when WANDB_API_KEY
-    # is set, else offline: `wandb sync <out_dir>/wandb/offline-run-*` uploads it later)
+    # is set, else offline: `wandb sync <out_dir>/wandb/offline-run-*` uploads it later);
+    # keep_best: a metric (e.g. "eval/solved"): the state at its best chunk end (keep_best_mode "max" or "min") is
+    # also kept, in <out_dir>/best/ (run/checkpoints.py BestCheckpoint; experiments/branch.py --at=best)
     c.run = ml_collections.ConfigDict(
         {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
-         "overwrite": False, "tensorboard": True, "plot": True, "progress": True, "title": "",
+         "keep_best": "", "keep_best_mode": "max", "overwrite": False, "tensorboard": True, "plot": True, "progress": True, "title": "",
          "references": {}, "eval_targets": {}, "transcripts_every": 100, "transcript_episodes": 4,
          **wandb_defaults()}
     )
@@ -365,6 +367,14 @@ def _check_in_graph_eval(config: ml_collections.ConfigDict) -> None:
     temperature = ev.get("cross_play_temperature", 1.0)
     _require(isinstance(temperature, (int, float)) and temperature >= 0, "in_graph_eval.cross_play_temperature",
              f"must be >= 0 (0 = greedy), got {temperature!r}")
+    best = str(config.run.get("keep_best", ""))
+    chunk = config.run.updates_per_chunk  # (a chunk that is no count: check_run says so)
+    if best.startswith("eval/") and isinstance(chunk, int) and chunk > 0:  # an evaluated state is saved only at
+        # a chunk's end
+        _require(ev.every and ev.every % chunk == 0, "run.keep_best",
+                 f"{best} is played every in_graph_eval.every={ev.every} updates; keeping its best needs "
+                 f"evaluations at chunk ends: set in_graph_eval.every to a multiple of run.updates_per_chunk "
+                 f"({chunk})")
 
 
 def _check_actions(config) -> None:

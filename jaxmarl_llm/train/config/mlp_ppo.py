@@ -44,6 +44,8 @@ def mlp_ppo_defaults() -> ml_collections.ConfigDict:
             "updates_per_chunk": 10,  # updates compiled into one call; logging happens between calls
             "checkpoint_every": 5,  # chunks between checkpoints (and always at the end)
             "keep_checkpoints": 2,
+            "keep_best": "",  # a metric: the state at its best chunk end also kept, in out_dir/best/
+            "keep_best_mode": "max",  # or "min"
             "overwrite": False,  # True: a fresh run deletes the earlier run's checkpoints and metrics in out_dir
             "tensorboard": True,
             "plot": True,
