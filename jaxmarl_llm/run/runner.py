@@ -141,7 +141,11 @@ def run_training(config, trainer, chunk_fn: Callable, steps_per_update: int, hea
 
     ckpt = Checkpoints(os.path.join(out_dir, "checkpoints"), keep=config.run.keep_checkpoints)
     keep_best = str(config.run.get("keep_best", ""))
-    best = BestCheckpoint(out_dir, keep_best, config.run.get("keep_best_mode", "max")) if keep_best else None
+    try:
+        best = BestCheckpoint(out_dir, keep_best, config.run.get("keep_best_mode", "max")) if keep_best else None
+    except ConfigError:  # a resume that changed the kept metric: refused before anything is restored
+        ckpt.close()
+        raise
     start = 0
     if resume_dir(config) is not None:
         start = ckpt.latest_step() or 0
