@@ -28,7 +28,10 @@ that digit stayed at chance to 16 000 (return ~0.41): no head read the problem f
 `--config.env_kwargs.compact_problem=True` (every stage, the format's too) writes the problem as the call does
 (`95*66`, not `95 * 66`): every digit then sits at one distance from its copy. Measured once: the call stage
 ended at 5500 updates (held-out return 0.481), heads reading the problem for every digit; its `:lead` did not
-start (answers nine digits long), as on two spaced runs.
+start (answers nine digits long), as on two spaced runs; nor on a second compact run from stage 3's best held-out
+evaluation (`--config.run.keep_best=eval/mean_return` in stage 3, then `experiments/branch.py --at=best` and the
+stage in the branch): that peak answered the units digit alone, and the count from the leading digit grew it into
+nine digits.
 Stage 3 (`:answer`) adds the answer's digit credit (`answer_credit`, places counted from the units): the answer
 learns to read the calculator's result, units and tens first, to a plateau (held-out greedy return 0.77 in the
 measured run, 0.71 in a second). Stage 4 (`:lead`) counts the answer's places from its leading digit
