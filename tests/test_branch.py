@@ -37,6 +37,12 @@ def _train(config):
     return run_training(config, *entry.build(config))
 
 
+def _best_end(rows):
+    """The row keep_best="team_return" keeps: the highest chunk end's (updates 2, 4, ...), the earlier on a tie."""
+    ends = [r for r in rows if int(r["update"]) % 2 == 0]  # the chunk ends: the states that are saved
+    return max(ends, key=lambda r: (float(r["team_return"]), -int(r["update"])))
+
+
 @pytest.mark.parametrize("mode", ["max", "min"])
 def test_best_checkpoint_keeps_the_best_offer_and_reads_it_back(tmp_path, mode):
     state = {"w": jnp.arange(3.0)}
@@ -60,8 +66,7 @@ def test_best_checkpoint_keeps_the_best_offer_and_reads_it_back(tmp_path, mode):
 def test_keep_best_keeps_the_best_chunk_end_and_a_branch_trains_on_to_the_runs_numbers(tmp_path):
     full = _train(_config(tmp_path / "full", keep_best="team_return"))
     rows = read_csv(os.path.join(full["out_dir"], "metrics.csv"))
-    ends = [r for r in rows if int(r["update"]) % 2 == 0]  # the chunk ends: the states that are saved
-    top = max(ends, key=lambda r: (float(r["team_return"]), -int(r["update"])))
+    top = _best_end(rows)
     assert os.listdir(tmp_path / "full" / "best") == [top["update"]]
     with pytest.raises(ConfigError, match=f"no checkpoint of update 3 \\(kept: 2, 4, 6, 8; best: {top['update']}\\)"):
         branch_point(str(tmp_path / "full"), "3")  # an update inside a chunk is never saved
@@ -77,10 +82,11 @@ def test_keep_best_keeps_the_best_chunk_end_and_a_branch_trains_on_to_the_runs_n
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
         branched = read_csv(os.path.join(out, "metrics.csv"))
         assert [r["team_return"] for r in branched] == [r["team_return"] for r in rows]
-        own = max((r for r in ends if int(r["update"]) > want), key=lambda r: (float(r["team_return"]), -int(r["update"])))
+        own = _best_end([r for r in rows if int(r["update"]) > want])
         assert os.listdir(out / "best") == [own["update"]]  # the branch's best: its own training's
 
-    config = _config(tmp_path / "full", keep_best="value_loss", keep_best_mode="min")  # a resume that changes the metric: refused at once
+    # a resume that changes the kept metric: refused at once
+    config = _config(tmp_path / "full", keep_best="value_loss", keep_best_mode="min")
     config.resume, config.total_timesteps = "True", 8 * 16 * 10
     with pytest.raises(ConfigError, match="keeps the best state by team_return; keep that metric, or branch"):
         _train(config)

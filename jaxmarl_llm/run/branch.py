@@ -18,16 +18,10 @@ CHECKPOINTS = "checkpoints"
 NOT_COPIED = {CHECKPOINTS, BEST_DIR, "tb", "wandb"}  # written afresh by the branch's own training
 
 
-def best_steps(run_dir: str) -> list[int]:
-    """The updates of the best checkpoints kept in `run_dir` (run/checkpoints.py BestCheckpoint)."""
-    folder = os.path.join(run_dir, BEST_DIR)
-    return [int(n) for n in os.listdir(folder) if n.isdigit()] if os.path.isdir(folder) else []
-
-
 def branch_point(run_dir: str, at: str) -> tuple[int, str]:
     """(update, its checkpoint folder) of `at` in `run_dir`: "latest", "best" or an update that is kept;
     ConfigError naming what is kept otherwise."""
-    latest, best = saved_steps(run_dir), best_steps(run_dir)
+    latest, best = saved_steps(run_dir), saved_steps(run_dir, BEST_DIR)
     kept = f"kept: {', '.join(map(str, sorted(latest)))}" if latest else "no checkpoint kept"
     if at == "latest":
         if not latest:

@@ -184,7 +184,6 @@ def _folder_bytes(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(base, name)) for base, _, names in os.walk(folder) for name in names)
 
 
-
 BEST_DIR = "best"  # <out_dir>/best/<update>: the run's best checkpoint by config.run.keep_best
 
 

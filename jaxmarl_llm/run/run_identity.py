@@ -274,10 +274,11 @@ def _warn(announce: bool, line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def saved_steps(out_dir: str) -> list[int]:
-    """The updates of the complete checkpoints in `out_dir`, read from the folder's names; orbax's temporary
-    folder of a save that did not finish (a kill, a full disk) is not one."""
-    directory = os.path.join(out_dir, "checkpoints")
+def saved_steps(out_dir: str, folder: str = "checkpoints") -> list[int]:
+    """The updates of the complete checkpoints in `out_dir`'s `folder` (the latest ones; "best": the best kept,
+    run/checkpoints.py BestCheckpoint), read from the folder's names; orbax's temporary folder of a save that did
+    not finish (a kill, a full disk) is not one."""
+    directory = os.path.join(out_dir, folder)
     return [int(name) for name in os.listdir(directory) if name.isdigit()] if os.path.isdir(directory) else []
 
 

@@ -210,8 +210,9 @@ def lm_rl_defaults() -> ml_collections.ConfigDict:
     # also kept, in <out_dir>/best/ (run/checkpoints.py BestCheckpoint; experiments/branch.py --at=best)
     c.run = ml_collections.ConfigDict(
         {"out_dir": "runs/lm", "updates_per_chunk": 5, "checkpoint_every": 5, "keep_checkpoints": 2,
-         "keep_best": "", "keep_best_mode": "max", "overwrite": False, "tensorboard": True, "plot": True, "progress": True, "title": "",
-         "references": {}, "eval_targets": {}, "transcripts_every": 100, "transcript_episodes": 4,
+         "keep_best": "", "keep_best_mode": "max", "overwrite": False, "tensorboard": True, "plot": True,
+         "progress": True, "title": "", "references": {}, "eval_targets": {}, "transcripts_every": 100,
+         "transcript_episodes": 4,
          **wandb_defaults()}
     )
     c.resume = ""
