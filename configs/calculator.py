@@ -52,7 +52,7 @@ from jaxmarl_llm.train.config.free_text import free_text_defaults
 # prompt 43 BPE tokens + the problem 14 + 3 x (a reply <= 16 + a result <= 12) fits 160
 ENV = {"digits": (2,), "max_turns": 3, "tool": True, "call_credit": 0.0, "answer_credit": 0.0, "copy_credit": 0.0,
        "candidates": False, "answer_last": False, "answer_align": "units", "length_cost": 0.0, "capacity": 160,
-       "max_action_tokens": 16, "compact_problem": False}
+       "max_action_tokens": 16, "compact_problem": False, "result_field": False}
 MODEL = {"max_position_embeddings": 176, "hidden_size": 128, "intermediate_size": 256, "num_heads": 8}
 # the RL stages continue one run: each ends at its update (32 episodes each)
 STAGE_END = {"": 10_000, "answer": 13_400, "lead": 15_200}

@@ -94,6 +94,31 @@ def test_a_compact_problem_puts_every_digit_of_the_call_at_one_distance_from_the
     assert distances == ([distances[0]] * 4 if compact else [distances[2] + 2] * 2 + [distances[2]] * 2)
 
 
+@pytest.mark.parametrize("field", [False, True])
+def test_a_result_field_puts_every_digit_of_a_copy_at_one_distance_from_the_digit_it_copies(bpe, field):
+    """Token distances from each digit of the calculator's result to the answer digit that copies it, for a 4-digit
+    and a 3-digit product: one distance for both with result_field (the result left-aligned in four places, a space
+    after a 3-digit one), one more for the longer result without."""
+    env = registry.make("text/calculator", tokenizer=bpe, digits=2, compact_problem=True, result_field=field)
+    spans = {}
+    for a, b in ((37, 91), (12, 34)):
+        _, state = env.reset_to(a, b)
+        for action in (env.call_action(jnp.int32(a), jnp.int32(b)), env.answer_action(jnp.int32(a * b))):
+            out = env.step(jax.random.PRNGKey(0), state, action)
+            state = out.state
+        assert bool(out.info["solved"][0])
+        result = f"{a * b:<4}" if field else f"{a * b}"
+        assert env.render(state)[0].endswith(f"calc: {a}*{b}\n= {result}\nAnswer: {a * b}"), env.render(state)[0]
+        words = [bpe.decode([int(i)]) for i in np.asarray(state.buf[0, : int(state.length[0])])]
+        digits = [i for i, w in enumerate(words) if w in tuple("0123456789")]
+        n = len(str(a * b))
+        shown, copy = digits[-2 * n:-n], digits[-n:]  # the result's digits, then the answer's
+        assert "".join(words[i] for i in shown) == "".join(words[i] for i in copy) == str(a * b)
+        spans[n] = {c - r for r, c in zip(shown, copy)}
+    assert len(spans[4]) == len(spans[3]) == 1  # each copy at one distance
+    assert (spans[4] == spans[3]) if field else (min(spans[4]) == min(spans[3]) + 1)
+
+
 def test_rewards_format_errors_and_turn_limit(bpe):
     env = Calculator(tokenizer=bpe, max_turns=2)
     step = jax.jit(env.step)

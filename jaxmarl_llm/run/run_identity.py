@@ -44,6 +44,7 @@ LATER_DEFAULTS = {"mesh.fsdp": 1, "lora.lr_ratio": 1.0, "critic.value_norm": Fal
                   "in_graph_eval.cross_play": 0, "in_graph_eval.cross_play_temperature": 1.0,
                   "env_kwargs.sizes": [1024], "env_kwargs.say_range": False,
                   "env_kwargs.bonus": "found", "env_kwargs.guess_last": False, "env_kwargs.padded": False,
+                  "env_kwargs.result_field": False,
                   "entropy_tokens": "all", "opponent_pool.tactician": 0.0, "rollout.row_buckets": 1}
 HASHED_FILES = ("config.json", "model.safetensors.index.json")  # small files whose content defines the model
 SAMPLES, SAMPLE_BYTES = 16, 1 << 16  # safetensors data: 16 evenly spaced 64 KiB samples (all of it under 1 MiB)

@@ -42,6 +42,12 @@ the spaced `*` when asked for the first operand's units: a policy can learn thre
 that one at chance, where no head reads the problem and the policy gradient on that attention is ~0
 (docs/results.md, tool use).
 
+`result_field=True` writes the calculator's result left-aligned in as many places as the longest product has,
+a space in each place it leaves (`= 627 ` and `= 3627` with 2-digit operands): the answer starts at one distance
+from the result's first place whatever the result's length, so every digit of a copy sits at one distance from the
+digit it copies, and the first space after the result is where the copy ends. Without it that distance is the
+result's length plus a constant: one attention offset copies the 3-digit results and misreads the 4-digit ones.
+
 Problems come from a fixed split: a pair (A, B) is held out when A + B is a multiple of 5 (`split="test"`, a
 fifth of the pairs); `split="train"` draws the others.
 """
@@ -62,8 +68,8 @@ OPS = "+-*"
 TIMES = OPS.index("*")
 # pieces the env and its scripted players assemble: digits first (row d is the digit d)
 WORDS = ("What is ", " * ", "?\n", "= ", "\n", "calc: ", "*", "Answer: ", "-",
-         "Invalid. Reply 'calc: A*B' or 'Answer: N'.\n")
-WHAT, TIMES_SPACED, QUESTION, EQUALS, NEWLINE, CALL, STAR, ANSWER, MINUS, INVALID = range(10, 20)
+         "Invalid. Reply 'calc: A*B' or 'Answer: N'.\n", " ")
+WHAT, TIMES_SPACED, QUESTION, EQUALS, NEWLINE, CALL, STAR, ANSWER, MINUS, INVALID, SPACE = range(10, 21)
 ALIGNS = {"units": (False,), "lead": (True,), "both": (False, True)}  # `answer_align`: from the leading digit? (mean)
 MAX_RESULT_DIGITS = 9  # int32 holds every product of two 4-digit numbers (and the parser reads 9 digits)
 
@@ -120,7 +126,8 @@ class Calculator(TextEnv):
     def __init__(self, tokenizer=None, digits: int | tuple[int, ...] = 4, max_turns: int = 3, tool: bool = True,
                  call_credit: float = 0.0, answer_credit: float = 0.0, copy_credit: float = 0.0, split: str = "train",
                  capacity: int = 160, max_action_tokens: int = 16, candidates: bool = False, answer_last: bool = False,
-                 answer_align: str = "units", length_cost: float = 0.0, compact_problem: bool = False):
+                 answer_align: str = "units", length_cost: float = 0.0, compact_problem: bool = False,
+                 result_field: bool = False):
         super().__init__(tokenizer, ("solver",), capacity, max_action_tokens)
         if answer_align not in ALIGNS:
             raise ValueError(f"answer_align must be one of {list(ALIGNS)}, got {answer_align!r}")
@@ -139,6 +146,7 @@ class Calculator(TextEnv):
         self.length_cost = float(length_cost)
         self.sign = STAR if compact_problem else TIMES_SPACED  # the problem's `*`: as a call writes it, or spaced
         self.answer_last = bool(answer_last)  # the last turn must answer: a call there is a format error
+        self.result_field = bool(result_field)  # results left-aligned in 2 x digits places, spaces after
         self.pieces = self.codec.table([str(d) for d in range(10)] + list(WORDS))
         longest = len(self.codec.encode("calc: " + "9" * digits + "*" + "9" * digits))
         if longest > max_action_tokens:
@@ -166,6 +174,16 @@ class Calculator(TextEnv):
         """Piece rows [width + 1] that write `value` (a '-' first when negative; -1 = nothing)."""
         d, _ = digits_of(value, width)
         return jnp.concatenate([jnp.where(value < 0, MINUS, -1)[None], d])
+
+    def _field_rows(self, value: jax.Array) -> jax.Array:
+        """Piece rows [1 + 2 x digits]: `value` left-aligned in as many places as the longest product has, a space
+        in each place after it (a '-' first when negative; a call's operands have at most `digits` digits, so every
+        result fits)."""
+        width = 2 * self.digits
+        d, count = digits_of(value, MAX_RESULT_DIGITS)
+        i = jnp.arange(width)
+        shifted = d[jnp.clip(MAX_RESULT_DIGITS - count + i, 0, MAX_RESULT_DIGITS - 1)]  # [W] digits from the first
+        return jnp.concatenate([jnp.where(value < 0, MINUS, -1)[None], jnp.where(i < count, shifted, SPACE)])
 
     def _text(self, rows: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Piece rows [K] (-1 = skip) -> (ids [K*P], length)."""
@@ -256,8 +274,8 @@ class Calculator(TextEnv):
         token_reward = self._per_token(paid, tokens[0], length[0])[None]
         reward = reward + paid.sum()
         new = self._append(state, tokens, length)
-        rows = jnp.concatenate([jnp.int32([NEWLINE, EQUALS]), self._number_rows(result, MAX_RESULT_DIGITS),
-                                jnp.int32([NEWLINE])])
+        number = self._field_rows(result) if self.result_field else self._number_rows(result, MAX_RESULT_DIGITS)
+        rows = jnp.concatenate([jnp.int32([NEWLINE, EQUALS]), number, jnp.int32([NEWLINE])])
         invalid = jnp.full_like(rows, -1).at[:2].set(jnp.int32([NEWLINE, INVALID]))
         said = jnp.where(is_call, rows, jnp.where(ok, -1, invalid))  # a call's result, a refusal, or nothing
         ids, m = self._text(said)
