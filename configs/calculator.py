@@ -32,6 +32,11 @@ start (answers nine digits long), as on two spaced runs; nor on a second compact
 evaluation (`--config.run.keep_best=eval/mean_return` in stage 3, then `experiments/branch.py --at=best` and the
 stage in the branch): that peak answered the units digit alone, and the count from the leading digit grew it into
 nine digits; with `length_cost=0.5` it started and stopped at three digits (17% held-out: the 3-digit products).
+The compact call stage can stall too: on an Intel Xeon host it held a return of 0.32 from 7000 to 8500 updates,
+both operands' units at chance and read by no head (`tools/calculator_attention.py`).
+`--config.env_kwargs.result_field=True` (every stage) writes the result left-aligned in four places (`= 627 `), so
+an answer copies every digit from one distance whatever the result's length (without it the 3-digit plateau above
+reads 4-digit results at the 3-digit distance); it is untested on a learned call.
 Stage 3 (`:answer`) adds the answer's digit credit (`answer_credit`, places counted from the units): the answer
 learns to read the calculator's result, units and tens first, to a plateau (held-out greedy return 0.77 in the
 measured run, 0.71 in a second). Stage 4 (`:lead`) counts the answer's places from its leading digit
